@@ -1,0 +1,570 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/runtimectl/runtimectl/execproto"
+	"github.com/runtimectl/runtimectl/history"
+	"github.com/runtimectl/runtimectl/snapshot"
+)
+
+// Agent serves one session: it owns the kernel, the queue of requests, the history and the
+// snapshot store. One goroutine (run) owns the kernel and everything about it; connections only
+// enqueue jobs and read results.
+type Agent struct {
+	cfg   Config
+	log   *history.Log
+	store *snapshot.Store
+
+	jobs   chan *job
+	queued chan struct{} // one token per job waiting, to bound the queue
+
+	// Owned by the run goroutine.
+	k         *kernel
+	expect    chan snapExpect
+	snapDone  chan snapResult
+	snap      *inflight
+	dirtySeq  int64 // latest execution whose state no saved or in-flight snapshot covers
+	savedSeq  int64
+	savedID   string
+	reqSerial int
+
+	mu       sync.Mutex // guards the fields below, read by connections
+	restore  execproto.RestoreInfo
+	running  *job
+	runSeq   int64
+	lastExec time.Time
+	restarts int
+}
+
+// job is one request waiting for the kernel.
+type job struct {
+	req       execproto.Request
+	conn      *execproto.ServerConn
+	id        uint32
+	enqueued  time.Time
+	intOnce   sync.Once
+	interrupt chan struct{}
+}
+
+func (j *job) stop() { j.intOnce.Do(func() { close(j.interrupt) }) }
+
+// New opens the session's state (repairing a torn history line, recording executions that were
+// running when the container died as crashed) and starts the kernel from the latest good
+// snapshot.
+func New(cfg Config) (*Agent, error) {
+	cfg.setDefaults()
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	if len(cfg.Settings) > 0 {
+		if err := writeFileAtomic(filepath.Join(cfg.StateDir, "session.json"), cfg.Settings); err != nil {
+			return nil, fmt.Errorf("record session settings: %w", err)
+		}
+	}
+	log, err := history.Open(filepath.Join(cfg.StateDir, "history.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	store, err := snapshot.OpenStore(cfg.StateDir, cfg.KeepSnapshots)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		cfg:    cfg,
+		log:    log,
+		store:  store,
+		jobs:   make(chan *job, cfg.QueueLimit),
+		queued: make(chan struct{}, cfg.QueueLimit),
+	}
+	var msgs []string
+	msgs = append(msgs, log.Repairs()...)
+	for _, p := range log.Problems() {
+		msgs = append(msgs, "history: "+p)
+	}
+	info, err := a.startKernel(nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range log.Unfinished() {
+		restoredTo := info.Seq
+		msg := fmt.Sprintf("the container or its interpreter stopped during execution %d; state brought back to %s", r.Seq, describeState(info))
+		if err := log.Append(history.Record{
+			Kind: history.KindEnd, Seq: r.Seq, Code: r.Code, Status: execproto.StatusCrashed, Started: r.Started,
+			Stderr: msg + "\n",
+			State:  &history.State{Status: "restored", Snapshot: info.Snapshot, RestoredTo: &restoredTo, Message: msg},
+		}); err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, msg)
+	}
+	info.Messages = append(msgs, info.Messages...)
+	a.setRestore(info)
+	return a, nil
+}
+
+func describeState(info execproto.RestoreInfo) string {
+	if info.Snapshot == "" {
+		return "an empty state (no snapshot)"
+	}
+	return fmt.Sprintf("execution %d (snapshot %s)", info.Seq, info.Snapshot)
+}
+
+func (a *Agent) setRestore(info execproto.RestoreInfo) {
+	a.mu.Lock()
+	a.restore = info
+	a.mu.Unlock()
+}
+
+// startKernel starts a kernel from the snapshot with the given id, or from the latest good one
+// when id is nil, replacing the current kernel (which must be dead or killed already).
+func (a *Agent) startKernel(id *string) (execproto.RestoreInfo, error) {
+	var (
+		info execproto.RestoreInfo
+		f    *os.File
+		m    snapshot.Manifest
+		err  error
+	)
+	if id != nil {
+		f, m, err = a.store.Open(*id)
+		if err != nil {
+			return info, err
+		}
+	} else {
+		var problems []snapshot.Problem
+		f, m, problems, err = a.store.OpenLatestGood()
+		for _, p := range problems {
+			info.Messages = append(info.Messages, fmt.Sprintf("snapshot %s is unusable (%v); passed over", p.ID, p.Err))
+		}
+		if err != nil && !errors.Is(err, snapshot.ErrNone) {
+			info.Messages = append(info.Messages, fmt.Sprintf("no usable snapshot (%v); starting with an empty state", err))
+		}
+		if err != nil {
+			f = nil
+		}
+	}
+	k, err := startKernel(a.cfg, f, 2*time.Minute)
+	if f != nil {
+		f.Close()
+	}
+	if err != nil {
+		return info, err
+	}
+	a.k = k
+	a.expect = make(chan snapExpect, 1)
+	a.snapDone = make(chan snapResult, 1)
+	a.snap = nil
+	go a.readSnapshots(k, a.expect, a.snapDone)
+	info.Restored = nonNil(k.ready.Restored)
+	info.Failed = k.ready.Failed
+	if info.Failed == nil {
+		info.Failed = []execproto.Skipped{}
+	}
+	if f != nil {
+		info.Snapshot = m.ID
+		info.Seq = m.Seq
+		a.savedSeq, a.savedID = m.Seq, m.ID
+		if len(info.Messages) > 0 {
+			info.Messages = append(info.Messages, fmt.Sprintf("state restored from snapshot %s (after execution %d)", m.ID, m.Seq))
+		}
+	} else {
+		a.savedSeq, a.savedID = 0, ""
+	}
+	a.dirtySeq = 0
+	return info, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Hello is the greeting for a new connection.
+func (a *Agent) Hello() execproto.Hello {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.restore
+	return execproto.Hello{Agent: a.cfg.Version, Lang: a.cfg.Lang.Name, Session: a.cfg.Session, Restore: &r}
+}
+
+// Status reports the agent's state without waiting for the kernel.
+func (a *Agent) Status() execproto.Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := execproto.Status{
+		Lang:           a.cfg.Lang.Name,
+		Running:        a.runSeq,
+		Queued:         len(a.jobs),
+		NextSeq:        a.log.NextSeq(),
+		KernelRestarts: a.restarts,
+	}
+	if !a.lastExec.IsZero() {
+		st.LastExec = a.lastExec.UTC().Format(time.RFC3339Nano)
+	}
+	return st
+}
+
+// Interrupt interrupts the execution running now, whoever asked for it.
+func (a *Agent) Interrupt() bool {
+	a.mu.Lock()
+	j := a.running
+	a.mu.Unlock()
+	if j == nil {
+		return false
+	}
+	j.stop()
+	return true
+}
+
+// Enqueue adds a request to the queue, or refuses it when the queue is full.
+func (a *Agent) Enqueue(j *job) error {
+	select {
+	case a.queued <- struct{}{}:
+	default:
+		return fmt.Errorf("the session is busy: %d requests are already waiting; try again when they have run", a.cfg.QueueLimit)
+	}
+	a.jobs <- j
+	return nil
+}
+
+// Run owns the kernel until ctx ends, then waits for a pending snapshot and stops the kernel.
+func (a *Agent) Run(ctx context.Context) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		a.maybeSnapshot()
+		select {
+		case <-ctx.Done():
+			a.waitSnapshot(a.cfg.SnapshotBudget)
+			a.k.kill()
+			a.log.Close()
+			return
+		case j := <-a.jobs:
+			<-a.queued
+			a.handle(ctx, j)
+		case r := <-a.snapDone:
+			a.finishSnapshot(r)
+		case ev, ok := <-a.k.events:
+			if ok {
+				a.kernelEvent(ev)
+			} else {
+				<-a.k.exited
+			}
+		case <-a.k.exited:
+			a.recoverKernel(fmt.Sprintf("the interpreter ended between executions (%s)", a.k.exitText()))
+		case <-tick.C:
+			a.checkSnapshotWriter()
+		}
+	}
+}
+
+func (a *Agent) kernelEvent(ev kernelEvent) {
+	if ev.Op == "snapshot_started" && a.snap != nil {
+		a.snap.pid = ev.PID
+	}
+}
+
+func (a *Agent) checkSnapshotWriter() {
+	s := a.snap
+	if s == nil {
+		return
+	}
+	if time.Since(s.started) > a.cfg.SnapshotBudget {
+		killWriter(s.pid)
+		a.k.abortSnapshotRead()
+		return
+	}
+	if s.pid > 0 && s.pid != a.k.pid && processGone(s.pid) {
+		// The writer is gone; give the reader a moment to finish what it already sent.
+		if time.Since(s.started) > 0 {
+			go func(k *kernel) {
+				time.Sleep(500 * time.Millisecond)
+				if a.snapInFlight(s) {
+					k.abortSnapshotRead()
+				}
+			}(a.k)
+		}
+	}
+}
+
+// snapInFlight is only advisory (read from a helper goroutine); a late abort of a reader that
+// already finished is harmless because the reader resyncs only on error.
+func (a *Agent) snapInFlight(s *inflight) bool { return a.snap == s }
+
+// maybeSnapshot starts a snapshot when the state has changed, none is being written, and the
+// kernel is between executions (which it is whenever run's loop calls this).
+func (a *Agent) maybeSnapshot() {
+	if a.cfg.SnapshotPolicy != "every" || a.snap != nil || a.dirtySeq <= a.savedSeq || !a.k.alive() {
+		return
+	}
+	a.startSnapshot(a.dirtySeq)
+}
+
+func (a *Agent) startSnapshot(seq int64) *inflight {
+	id := snapshot.NewID(seq)
+	a.reqSerial++
+	if err := a.k.send(map[string]any{"op": "snapshot", "id": id}); err != nil {
+		return nil
+	}
+	a.snap = &inflight{id: id, seq: seq, started: time.Now()}
+	a.expect <- snapExpect{id: id, seq: seq}
+	if a.dirtySeq <= seq {
+		a.dirtySeq = 0
+	}
+	return a.snap
+}
+
+func (a *Agent) finishSnapshot(r snapResult) {
+	s := a.snap
+	a.snap = nil
+	state := history.State{Status: "saved", Snapshot: r.id}
+	if r.err != nil {
+		state = history.State{Status: "failed", Snapshot: r.id, Error: r.err.Error(),
+			Message: fmt.Sprintf("the state after execution %d was not saved: %v; the previous snapshot (%s) stays the latest", r.seq, r.err, orNone(a.savedID))}
+		if a.dirtySeq < r.seq {
+			// Try again after the next execution rather than in a loop.
+			a.dirtySeq = 0
+		}
+	} else {
+		a.savedSeq, a.savedID = r.seq, r.id
+	}
+	if r.seq > 0 {
+		_ = a.log.Append(history.Record{Kind: history.KindState, Seq: r.seq, State: &state})
+	}
+	if s != nil {
+		for _, w := range s.waiters {
+			w(r)
+		}
+	}
+}
+
+func orNone(id string) string {
+	if id == "" {
+		return "none"
+	}
+	return id
+}
+
+// waitSnapshot waits for the snapshot in flight, if any.
+func (a *Agent) waitSnapshot(limit time.Duration) {
+	deadline := time.After(limit)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for a.snap != nil {
+		select {
+		case r := <-a.snapDone:
+			a.finishSnapshot(r)
+		case ev, ok := <-a.k.events:
+			if ok {
+				a.kernelEvent(ev)
+			}
+		case <-tick.C:
+			a.checkSnapshotWriter()
+		case <-deadline:
+			killWriter(a.snap.pid)
+			a.k.abortSnapshotRead()
+			r := <-a.snapDone
+			a.finishSnapshot(r)
+		}
+	}
+}
+
+// recoverKernel replaces a dead (or hung) kernel with one started from the latest good
+// snapshot, after the snapshot in flight (if any) has landed.
+func (a *Agent) recoverKernel(reason string) execproto.RestoreInfo {
+	if a.snap != nil && a.snap.pid != 0 && a.snap.pid != a.k.pid {
+		a.waitSnapshot(a.cfg.SnapshotBudget)
+	}
+	a.k.kill()
+	if a.snap != nil {
+		// The writer was the kernel itself; its stream died with it.
+		r := <-a.snapDone
+		a.finishSnapshot(r)
+	}
+	close(a.expect)
+	info, err := a.startKernel(nil)
+	for err != nil {
+		a.cfg.Logger.Error("restart kernel", "err", err)
+		time.Sleep(time.Second)
+		info, err = a.startKernel(nil)
+	}
+	info.Messages = append([]string{reason}, info.Messages...)
+	a.mu.Lock()
+	a.restarts++
+	a.mu.Unlock()
+	a.setRestore(info)
+	return info
+}
+
+func newNonce() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// handle runs one job from the queue.
+func (a *Agent) handle(ctx context.Context, j *job) {
+	switch j.req.Op {
+	case execproto.OpExec:
+		a.exec(ctx, j)
+	case execproto.OpSnapshot:
+		a.manualSnapshot(j)
+	case execproto.OpDrain:
+		a.drain(j)
+	case execproto.OpRestore:
+		a.restoreTo(j)
+	case execproto.OpVars:
+		a.vars(j)
+	default:
+		_ = j.conn.SendError(j.id, "bad_request", fmt.Sprintf("unknown operation %q", j.req.Op))
+	}
+}
+
+func (a *Agent) manualSnapshot(j *job) {
+	a.waitSnapshot(a.cfg.SnapshotBudget)
+	seq := a.log.NextSeq() - 1
+	var res snapResult
+	s := a.startSnapshot(seq)
+	if s == nil {
+		_ = j.conn.SendError(j.id, "internal", "the interpreter is not running; try again")
+		return
+	}
+	s.waiters = append(s.waiters, func(r snapResult) { res = r })
+	a.waitSnapshot(a.cfg.SnapshotBudget + time.Minute)
+	if res.err != nil {
+		_ = j.conn.SendError(j.id, "internal", "snapshot failed: "+res.err.Error())
+		return
+	}
+	m := res.manifest
+	_ = j.conn.SendJSON(execproto.TypeReply, j.id, execproto.SnapshotReply{
+		ID: m.ID, Seq: m.Seq, SizeBytes: m.SizeBytes, Kept: m.Kept, Skipped: toSkipped(m.Skipped),
+	})
+}
+
+func toSkipped(s []snapshot.Skipped) []execproto.Skipped {
+	out := make([]execproto.Skipped, 0, len(s))
+	for _, x := range s {
+		out = append(out, execproto.Skipped{Name: x.Name, Type: x.Type, Reason: x.Reason})
+	}
+	return out
+}
+
+// drain waits for the snapshot in flight and, when the latest state is not saved yet, takes one:
+// what `session stop` asks before it stops the container.
+func (a *Agent) drain(j *job) {
+	a.waitSnapshot(a.cfg.SnapshotBudget)
+	last := a.log.NextSeq() - 1
+	if last > a.savedSeq && a.k.alive() && a.dirtyAny(last) {
+		a.startSnapshot(last)
+		a.waitSnapshot(a.cfg.SnapshotBudget)
+	}
+	st := a.Status()
+	st.Snapshot = a.savedID
+	_ = j.conn.SendJSON(execproto.TypeReply, j.id, st)
+}
+
+// dirtyAny reports whether the state after execution last may differ from the saved one.
+func (a *Agent) dirtyAny(last int64) bool {
+	return a.dirtySeq > a.savedSeq || a.cfg.SnapshotPolicy == "manual"
+}
+
+func (a *Agent) restoreTo(j *job) {
+	id := j.req.Snapshot
+	if _, _, err := a.openCheck(id); err != nil {
+		_ = j.conn.SendError(j.id, "not_found", err.Error())
+		return
+	}
+	a.waitSnapshot(a.cfg.SnapshotBudget)
+	a.k.kill()
+	close(a.expect)
+	info, err := a.startKernel(&id)
+	if err != nil {
+		info, _ = a.startKernel(nil)
+		a.setRestore(info)
+		_ = j.conn.SendError(j.id, "internal", fmt.Sprintf("restore %s: %v; the latest good snapshot was loaded instead", id, err))
+		return
+	}
+	a.setRestore(info)
+	_ = a.log.Append(history.Record{Kind: history.KindNote, Seq: a.log.NextSeq() - 1,
+		Note: fmt.Sprintf("state restored to snapshot %s (after execution %d)", info.Snapshot, info.Seq)})
+	_ = j.conn.SendJSON(execproto.TypeReply, j.id, info)
+}
+
+func (a *Agent) openCheck(id string) (*os.File, snapshot.Manifest, error) {
+	f, m, err := a.store.Open(id)
+	if err != nil {
+		return nil, m, fmt.Errorf("snapshot %q: %w; list them with `runtimectl session snapshots`", id, err)
+	}
+	f.Close()
+	return nil, m, nil
+}
+
+func (a *Agent) vars(j *job) {
+	id := "v" + newNonce()[:8]
+	if err := a.k.send(map[string]any{"op": "vars", "id": id}); err != nil {
+		_ = j.conn.SendError(j.id, "internal", "the interpreter is not running")
+		return
+	}
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev, ok := <-a.k.events:
+			if !ok {
+				_ = j.conn.SendError(j.id, "internal", "the interpreter ended while listing variables")
+				return
+			}
+			if ev.Op == "vars" && ev.ID == id {
+				_ = j.conn.Send(execproto.TypeReply, j.id, ev.raw)
+				return
+			}
+			a.kernelEvent(ev)
+		case r := <-a.snapDone:
+			a.finishSnapshot(r)
+		case <-timeout:
+			_ = j.conn.SendError(j.id, "internal", "the interpreter did not list its variables within 30s")
+			return
+		}
+	}
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+var _ = strings.TrimSpace
+var _ = syscall.SIGINT

@@ -1,0 +1,73 @@
+package agent
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/runtimectl/runtimectl/lang"
+)
+
+// Config is what the agent needs to serve one session.
+type Config struct {
+	Session  string
+	Lang     lang.Lang
+	StateDir string // the runtime's own directory on the volume, owned by root, mode 0700
+	Workdir  string // the workspace, the kernel's working directory
+	Socket   string // the unix socket that `runtime-agent connect` joins
+	UID, GID int    // the session user; -1 runs the kernel as the agent's own user (tests)
+
+	// MaxOutput caps the bytes of each stream delivered to the client per execution.
+	MaxOutput int64
+	// HistoryOutput caps the bytes of each stream kept in a history record (head and tail).
+	HistoryOutput int
+	// Grace is how long interrupted code has to stop before the kernel is killed and restarted.
+	Grace time.Duration
+	// SnapshotPolicy is "every" (after every execution that may have changed state) or "manual".
+	SnapshotPolicy string
+	KeepSnapshots  int
+	// SnapshotBudget bounds one snapshot write; a writer that takes longer is killed.
+	SnapshotBudget time.Duration
+	// QueueLimit bounds the executions waiting their turn; past it requests are refused as busy.
+	QueueLimit int
+	// Settings is the session's settings document as the controller passed it; the agent keeps
+	// it in StateDir/session.json.
+	Settings []byte
+	Version  string
+	Logger   *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.StateDir == "" {
+		c.StateDir = "/workspace/.runtimectl"
+	}
+	if c.Workdir == "" {
+		c.Workdir = "/workspace"
+	}
+	if c.Socket == "" {
+		c.Socket = "/run/runtimectl/agent.sock"
+	}
+	if c.MaxOutput <= 0 {
+		c.MaxOutput = 4 << 20
+	}
+	if c.HistoryOutput <= 0 {
+		c.HistoryOutput = 512 << 10
+	}
+	if c.Grace <= 0 {
+		c.Grace = 2 * time.Second
+	}
+	if c.SnapshotPolicy == "" {
+		c.SnapshotPolicy = "every"
+	}
+	if c.KeepSnapshots <= 0 {
+		c.KeepSnapshots = 10
+	}
+	if c.SnapshotBudget <= 0 {
+		c.SnapshotBudget = 5 * time.Minute
+	}
+	if c.QueueLimit <= 0 {
+		c.QueueLimit = 256
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}

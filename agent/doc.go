@@ -1,0 +1,21 @@
+// Package agent is the supervisor that runs inside every session container, under tini, as the
+// container's main process (`runtime-agent serve`).
+//
+// It starts the language's kernel driver as the unprivileged session user (see
+// docs/kernel-protocol.md), runs one request at a time in arrival order, captures the kernel's
+// output at the file-descriptor level and streams it to the client that asked, keeps the
+// history (history.jsonl) and the snapshots in the state directory on the session's volume,
+// takes a snapshot in the background after every execution that may have changed the state, and
+// brings a crashed, hung or out-of-memory kernel back from the latest good snapshot inside the
+// same container.
+//
+// Clients reach it through `runtime-agent connect`, started with `docker exec`: a private duplex
+// stream per client, relayed to the agent's unix socket. That costs one exec to open (tens of
+// milliseconds) where attaching to the agent's own stdio would cost one, but every attached
+// client sees every frame and all clients share one stdin pipe, so concurrent writers could
+// interleave frames; a private stream per client cannot mix two clients' requests or results,
+// and a client that goes away closes only its own stream. The library keeps its stream open, so
+// only the first request of a Session pays the exec.
+//
+// It imports execproto, history, snapshot and lang; no Docker, no cobra.
+package agent

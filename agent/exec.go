@@ -1,0 +1,222 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/runtimectl/runtimectl/execproto"
+	"github.com/runtimectl/runtimectl/history"
+)
+
+// streamOut is one output stream of one execution: what reaches the client (capped) and what
+// the history keeps (head and tail).
+type streamOut struct {
+	lim  limiter
+	keep headTail
+}
+
+// exec runs one execution from start to end: the history's start record, the code, its output
+// and end, interrupts and timeouts, a crash and the kernel's recovery, the end record, the
+// Result frame, and the snapshot that follows.
+func (a *Agent) exec(ctx context.Context, j *job) {
+	started := time.Now()
+	seq := a.log.Reserve()
+	code := j.req.Code
+	_ = a.log.Append(history.Record{Kind: history.KindStart, Seq: seq, Code: code, Status: "running", Started: started.UTC()})
+	a.mu.Lock()
+	a.running, a.runSeq = j, seq
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.running, a.runSeq, a.lastExec = nil, 0, time.Now()
+		a.mu.Unlock()
+	}()
+
+	maxOut := a.cfg.MaxOutput
+	if j.req.MaxOutput > 0 {
+		maxOut = j.req.MaxOutput
+	}
+	marker := capMarker(maxOut)
+	mkStream := func(t execproto.Type) *streamOut {
+		s := &streamOut{keep: headTail{max: a.cfg.HistoryOutput}}
+		s.lim = limiter{limit: maxOut, marker: marker, send: func(p []byte) {
+			s.keep.write(p)
+			_ = j.conn.Send(t, j.id, p) // a client that went away does not stop the execution
+		}}
+		return s
+	}
+	out, errs := mkStream(execproto.TypeStdout), mkStream(execproto.TypeStderr)
+	nonce := newNonce()
+	capOut := newCapture(nonce, out.lim.write)
+	capErr := newCapture(nonce, errs.lim.write)
+	k := a.k
+	k.stdout.set(capOut)
+	k.stderr.set(capErr)
+	defer k.stdout.set(nil)
+	defer k.stderr.set(nil)
+
+	res := &execproto.Result{Session: a.cfg.Session, Seq: seq, Outputs: []history.Output{}}
+	var (
+		done         *kernelEvent
+		reason       string // "timeout" or "interrupted" once we interrupted the code
+		crashed      bool
+		restoredInfo *execproto.RestoreInfo
+	)
+	oomBefore := oomKills()
+	reqID := fmt.Sprintf("x%d", seq)
+	if err := k.send(map[string]any{"op": "exec", "id": reqID, "seq": seq, "code": code, "nonce": nonce}); err != nil {
+		crashed = true
+	}
+
+	var timeoutC, graceC <-chan time.Time
+	if j.req.TimeoutMs > 0 {
+		t := time.NewTimer(time.Duration(j.req.TimeoutMs) * time.Millisecond)
+		defer t.Stop()
+		timeoutC = t.C
+	}
+	interruptC := (<-chan struct{})(j.interrupt)
+	ctxDone := ctx.Done()
+	beginInterrupt := func(why string) {
+		if reason != "" {
+			return
+		}
+		reason = why
+		k.signal(syscall.SIGINT)
+		graceC = time.After(a.cfg.Grace)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+
+wait:
+	for !crashed {
+		select {
+		case ev, ok := <-k.events:
+			if !ok {
+				<-k.exited
+				crashed = true
+				break wait
+			}
+			if ev.Op == "done" && ev.ID == reqID {
+				done = &ev
+				break wait
+			}
+			a.kernelEvent(ev)
+		case <-k.exited:
+			crashed = true
+		case r := <-a.snapDone:
+			a.finishSnapshot(r)
+		case <-tick.C:
+			a.checkSnapshotWriter()
+		case <-timeoutC:
+			beginInterrupt(execproto.StatusTimeout)
+		case <-interruptC:
+			interruptC = nil
+			beginInterrupt(execproto.StatusInterrupted)
+		case <-ctxDone:
+			ctxDone = nil
+			beginInterrupt(execproto.StatusInterrupted)
+		case <-graceC:
+			// The code did not stop: kill the interpreter and bring the state back.
+			graceC = nil
+			crashed = true
+		}
+	}
+
+	if done != nil {
+		// All output written before the end is in the pipes ahead of the nonces.
+		waitFound(capOut, capErr, 5*time.Second)
+		res.Status = done.Status
+		res.Result = done.Result
+		res.Error = done.Error
+		if done.Outputs != nil {
+			res.Outputs = done.Outputs
+		}
+		if done.Status == execproto.StatusInterrupted && reason == execproto.StatusTimeout {
+			res.Status = execproto.StatusTimeout
+			res.Message = fmt.Sprintf("the code ran past its timeout of %s and was interrupted; the session's state is kept", time.Duration(j.req.TimeoutMs)*time.Millisecond)
+		}
+		changed := done.Changed == nil || *done.Changed
+		switch {
+		case a.cfg.SnapshotPolicy != "every":
+			if changed {
+				a.dirtySeq = seq
+			}
+			res.State = &history.State{Status: "off"}
+		case !changed:
+			res.State = &history.State{Status: "unchanged", Snapshot: a.savedID}
+		default:
+			a.dirtySeq = seq
+			if a.snap == nil {
+				if s := a.startSnapshot(seq); s != nil {
+					res.State = &history.State{Status: "pending", Snapshot: s.id}
+				}
+			}
+			if res.State == nil {
+				res.State = &history.State{Status: "pending", Message: "saved by the next snapshot, after the one being written"}
+			}
+		}
+	} else {
+		// Crashed, killed after the grace, or the container is going away.
+		time.Sleep(50 * time.Millisecond) // let the readers take what the pipes still hold
+		capOut.flushHeld()
+		capErr.flushHeld()
+		var why string
+		switch {
+		case reason == execproto.StatusTimeout:
+			res.Status = execproto.StatusTimeout
+			why = fmt.Sprintf("the code ran past its timeout of %s and did not stop within %s of the interrupt; the interpreter was restarted", time.Duration(j.req.TimeoutMs)*time.Millisecond, a.cfg.Grace)
+		case reason == execproto.StatusInterrupted:
+			res.Status = execproto.StatusInterrupted
+			why = fmt.Sprintf("the code did not stop within %s of the interrupt; the interpreter was restarted", a.cfg.Grace)
+		default:
+			res.Status = execproto.StatusCrashed
+			if k.alive() {
+				k.kill()
+			}
+			<-k.exited
+			why = "the interpreter died during the execution (" + k.exitText() + ")"
+			if k.killedBy(syscall.SIGKILL) && oomKills() > oomBefore {
+				why = "the interpreter was killed: out of memory (" + k.exitText() + "); raise the session's --memory or use less"
+			}
+		}
+		info := a.recoverKernel(why)
+		restoredInfo = &info
+		restoredTo := info.Seq
+		res.Message = why + "; state brought back to " + describeState(info)
+		res.State = &history.State{Status: "restored", Snapshot: info.Snapshot, RestoredTo: &restoredTo, Message: res.Message}
+		res.Restored = restoredInfo
+		msg := "[runtimectl: " + res.Message + "]\n"
+		errs.lim.write([]byte(msg))
+		if res.Status == execproto.StatusCrashed {
+			res.Error = &history.Error{Name: "KernelDied", Value: why}
+		}
+	}
+
+	res.DurationMs = float64(time.Since(started).Microseconds()) / 1000
+	res.StdoutTruncated = out.lim.dropped
+	res.StderrTruncated = errs.lim.dropped
+	stdout, stdoutCut := out.keep.text()
+	stderr, stderrCut := errs.keep.text()
+	_ = a.log.Append(history.Record{
+		Kind: history.KindEnd, Seq: seq, Code: code, Status: res.Status,
+		Stdout: stdout, Stderr: stderr,
+		StdoutTruncated: stdoutCut + out.lim.dropped, StderrTruncated: stderrCut + errs.lim.dropped,
+		Result: res.Result, Error: res.Error, Outputs: res.Outputs,
+		Started: started.UTC(), DurationMs: res.DurationMs, State: res.State,
+	})
+	_ = j.conn.SendJSON(execproto.TypeResult, j.id, res)
+}
+
+func waitFound(a, b *capture, limit time.Duration) {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	for _, c := range []*capture{a, b} {
+		select {
+		case <-c.found:
+		case <-t.C:
+			c.flushHeld()
+		}
+	}
+}

@@ -1,0 +1,275 @@
+package agent
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/runtimectl/runtimectl/execproto"
+	"github.com/runtimectl/runtimectl/history"
+)
+
+// kernelEvent is one JSON line that a driver writes on fd 4 (see docs/kernel-protocol.md).
+type kernelEvent struct {
+	Op       string              `json:"op"`
+	ID       string              `json:"id"`
+	PID      int                 `json:"pid"`
+	Status   string              `json:"status"`
+	Result   *string             `json:"result"`
+	Error    *history.Error      `json:"error"`
+	Outputs  []history.Output    `json:"outputs"`
+	Changed  *bool               `json:"changed"`
+	Restored []string            `json:"restored"`
+	Failed   []execproto.Skipped `json:"failed"`
+	Info     map[string]string   `json:"info"`
+	Message  string              `json:"message"`
+	raw      []byte
+}
+
+// kernel is one running interpreter process and the agent's ends of its pipes.
+type kernel struct {
+	cmd     *exec.Cmd
+	pid     int
+	ctrl    *os.File // fd 3 of the kernel: requests
+	events  chan kernelEvent
+	stdout  outStream
+	stderr  outStream
+	snap    *os.File // fd 5 of the kernel: snapshot data
+	snapBuf *bufio.Reader
+	exited  chan struct{}
+	waitErr error
+	ready   kernelEvent
+}
+
+// startKernel starts the driver as the session user in its own process group, restoring from
+// restore when it is not nil, and waits for its ready event.
+func startKernel(cfg Config, restore *os.File, readyTimeout time.Duration) (*kernel, error) {
+	ctrlR, ctrlW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	evR, evW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	snapR, snapW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	childEnds := []*os.File{ctrlR, evW, snapW, outW, errW, null}
+	closeChildEnds := func() {
+		for _, f := range childEnds {
+			f.Close()
+		}
+	}
+
+	cmd := exec.Command(cfg.Lang.Kernel[0], cfg.Lang.Kernel[1:]...)
+	cmd.Dir = cfg.Workdir
+	cmd.Stdin = null
+	cmd.Stdout = outW
+	cmd.Stderr = errW
+	cmd.ExtraFiles = []*os.File{ctrlR, evW, snapW}
+	env := kernelEnv(cfg)
+	if restore != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, restore)
+		env = append(env, "RUNTIMECTL_RESTORE_FD=6")
+	}
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cfg.UID >= 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(cfg.UID), Gid: uint32(cfg.GID), Groups: []uint32{}}
+	}
+	if err := cmd.Start(); err != nil {
+		closeChildEnds()
+		for _, f := range []*os.File{ctrlW, evR, snapR, outR, errR} {
+			f.Close()
+		}
+		return nil, fmt.Errorf("start kernel %s: %w", strings.Join(cfg.Lang.Kernel, " "), err)
+	}
+	closeChildEnds()
+
+	k := &kernel{
+		cmd:     cmd,
+		pid:     cmd.Process.Pid,
+		ctrl:    ctrlW,
+		events:  make(chan kernelEvent, 16),
+		snap:    snapR,
+		snapBuf: bufio.NewReaderSize(snapR, 1<<20),
+		exited:  make(chan struct{}),
+	}
+	go k.stdout.run(outR)
+	go k.stderr.run(errR)
+	go k.readEvents(evR)
+	go func() {
+		k.waitErr = cmd.Wait()
+		outR.Close()
+		errR.Close()
+		close(k.exited)
+	}()
+
+	timer := time.NewTimer(readyTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case ev, ok := <-k.events:
+			if !ok {
+				<-k.exited
+				return nil, fmt.Errorf("kernel exited while starting: %s", k.exitText())
+			}
+			if ev.Op == "ready" {
+				k.ready = ev
+				return k, nil
+			}
+		case <-timer.C:
+			k.kill()
+			return nil, fmt.Errorf("kernel did not become ready within %s", readyTimeout)
+		}
+	}
+}
+
+func kernelEnv(cfg Config) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "RUNTIMECTL_") || strings.HasPrefix(kv, "HOME=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env,
+		"HOME="+cfg.Workdir,
+		"USER=user",
+		"RUNTIMECTL_LANG="+cfg.Lang.Name,
+		"RUNTIMECTL_OUTPUTS="+cfg.Workdir+"/outputs",
+		"RUNTIMECTL_SESSION="+cfg.Session,
+	)
+}
+
+func (k *kernel) readEvents(r *os.File) {
+	defer close(k.events)
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var ev kernelEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			continue // a driver bug; the agent's timeouts cover a missing event
+		}
+		ev.raw = append([]byte(nil), line...)
+		k.events <- ev
+	}
+}
+
+// send writes one request line on the kernel's fd 3.
+func (k *kernel) send(req map[string]any) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	_, err = k.ctrl.Write(append(b, '\n'))
+	return err
+}
+
+// signal sends sig to the kernel's whole process group: the interpreter and whatever the
+// code started in the foreground or background (snapshot writers have their own group).
+func (k *kernel) signal(sig syscall.Signal) {
+	_ = syscall.Kill(-k.pid, sig)
+}
+
+func (k *kernel) alive() bool {
+	select {
+	case <-k.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill ends the process group and waits for the interpreter to be reaped.
+func (k *kernel) kill() {
+	k.signal(syscall.SIGKILL)
+	select {
+	case <-k.exited:
+	case <-time.After(5 * time.Second):
+	}
+	k.ctrl.Close()
+	k.snap.Close()
+}
+
+// exitText says how the interpreter ended, for a person: "exit code 3", "killed by signal 11
+// (segmentation fault)".
+func (k *kernel) exitText() string {
+	var ee *exec.ExitError
+	if errors.As(k.waitErr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return fmt.Sprintf("killed by signal %d (%s)", int(ws.Signal()), ws.Signal())
+		}
+		return fmt.Sprintf("exit code %d", ee.ExitCode())
+	}
+	if k.waitErr != nil {
+		return k.waitErr.Error()
+	}
+	return "exit code 0"
+}
+
+// killedBy reports whether the interpreter was killed by sig.
+func (k *kernel) killedBy(sig syscall.Signal) bool {
+	var ee *exec.ExitError
+	if errors.As(k.waitErr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok {
+			return ws.Signaled() && ws.Signal() == sig
+		}
+	}
+	return false
+}
+
+// oomKills reads the container cgroup's count of out-of-memory kills (cgroup v2, then v1).
+func oomKills() int64 {
+	if b, err := os.ReadFile("/sys/fs/cgroup/memory.events"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			var n int64
+			if _, err := fmt.Sscanf(line, "oom_kill %d", &n); err == nil {
+				return n
+			}
+		}
+	}
+	if b, err := os.ReadFile("/sys/fs/cgroup/memory/memory.oom_control"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			var n int64
+			if _, err := fmt.Sscanf(line, "oom_kill %d", &n); err == nil {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// processGone reports whether pid has exited (missing or a zombie). Snapshot writers are the
+// kernel's children, not ours, so there is no wait to block on.
+func processGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
+}

@@ -1,0 +1,126 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/runtimectl/runtimectl/execproto"
+)
+
+// Serve accepts connections on the agent's unix socket until ctx ends. The socket lives in a
+// directory only root can enter, so user code cannot reach it: clients come in through
+// `runtime-agent connect`, run by `docker exec` (see Connect).
+func (a *Agent) Serve(ctx context.Context) error {
+	if err := os.MkdirAll(filepath.Dir(a.cfg.Socket), 0o700); err != nil {
+		return err
+	}
+	_ = os.Remove(a.cfg.Socket)
+	ln, err := net.Listen("unix", a.cfg.Socket)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.cfg.Socket, err)
+	}
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		go a.serveConn(c)
+	}
+}
+
+// ServeConn speaks the protocol on one connection until it ends. Jobs it queued run on.
+func (a *Agent) serveConn(c io.ReadWriteCloser) {
+	defer c.Close()
+	sc, err := execproto.NewServerConn(c, a.Hello())
+	if err != nil {
+		return
+	}
+	mine := map[uint32]*job{}
+	for {
+		f, err := sc.Next()
+		if err != nil {
+			return
+		}
+		switch f.Type {
+		case execproto.TypeInterrupt:
+			if j := mine[f.ID]; j != nil {
+				j.stop()
+			}
+		case execproto.TypeRequest:
+			var req execproto.Request
+			if err := json.Unmarshal(f.Payload, &req); err != nil {
+				_ = sc.SendError(f.ID, "bad_request", "malformed request: "+err.Error())
+				continue
+			}
+			switch req.Op {
+			case execproto.OpStatus:
+				_ = sc.SendJSON(execproto.TypeReply, f.ID, a.Status())
+			case execproto.OpInterrupt:
+				ok := a.Interrupt()
+				_ = sc.SendJSON(execproto.TypeReply, f.ID, map[string]bool{"interrupted": ok})
+			case execproto.OpExec, execproto.OpSnapshot, execproto.OpDrain, execproto.OpRestore, execproto.OpVars:
+				j := &job{req: req, conn: sc, id: f.ID, enqueued: time.Now(), interrupt: make(chan struct{})}
+				if err := a.Enqueue(j); err != nil {
+					_ = sc.SendError(f.ID, "busy", err.Error())
+					continue
+				}
+				if len(mine) > 1024 {
+					mine = map[uint32]*job{}
+				}
+				mine[f.ID] = j
+			default:
+				_ = sc.SendError(f.ID, "bad_request", fmt.Sprintf("unknown operation %q", req.Op))
+			}
+		}
+	}
+}
+
+// Connect relays standard input and output to the agent's socket: the private stream of one
+// client. It returns when either side ends.
+func Connect(socket string, stdin io.Reader, stdout io.Writer) error {
+	var (
+		c   net.Conn
+		err error
+	)
+	// The agent may still be starting (restoring a large snapshot): wait for its socket.
+	for i := 0; i < 600; i++ {
+		c, err = net.Dial("unix", socket)
+		if err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("connect to the agent: %w", err)
+	}
+	uc := c.(*net.UnixConn)
+	done := make(chan error, 2)
+	go func() {
+		_, err := io.Copy(uc, stdin)
+		_ = uc.CloseWrite()
+		done <- err
+	}()
+	go func() {
+		_, err := io.Copy(stdout, uc)
+		done <- err
+	}()
+	err = <-done
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,197 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtimectl/runtimectl/internal/testenv"
+	"github.com/runtimectl/runtimectl/session"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "runtimectl-cli-test")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "runtimectl")
+	out, err := exec.Command("go", "build", "-o", binary, "../cmd/runtimectl").CombinedOutput()
+	if err != nil {
+		panic(string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type cmdResult struct {
+	code           int
+	stdout, stderr string
+}
+
+func rt(t *testing.T, stdin string, args ...string) cmdResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return cmdResult{code, out.String(), errb.String()}
+}
+
+func startSession(t *testing.T, extra ...string) string {
+	t.Helper()
+	testenv.Images(t)
+	name := testenv.Name(t)
+	t.Cleanup(func() { rt(t, "", "session", "rm", name, "--force") })
+	r := rt(t, "", append([]string{"session", "start", name}, extra...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, name+"\n", r.stdout)
+	return name
+}
+
+func TestCLIScenario(t *testing.T) {
+	name := startSession(t)
+	r := rt(t, "", "session", "start", name) // idempotent on a running session
+	assert.Equal(t, 0, r.code)
+
+	r = rt(t, "", "session", "exec", name, `import pandas as pd; df = pd.DataFrame({"a": [1, 2, 3]})`)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = rt(t, "", "session", "exec", name, "df.a.sum()")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "6\n", r.stdout)
+
+	r = rt(t, "", "session", "exec", name, "print(undefined)")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "NameError")
+	assert.Empty(t, r.stdout)
+
+	r = rt(t, "print(df.a.max())", "session", "exec", name) // code from stdin
+	assert.Equal(t, "3\n", r.stdout)
+	f := filepath.Join(t.TempDir(), "code.py")
+	require.NoError(t, os.WriteFile(f, []byte("print('from file')"), 0o644))
+	r = rt(t, "", "session", "exec", "-f", f, name) // flags before the name
+	assert.Equal(t, "from file\n", r.stdout)
+
+	r = rt(t, "", "session", "exec", name, "import time; time.sleep(30)", "--timeout", "1")
+	assert.Equal(t, 124, r.code, r.stderr)
+	r = rt(t, "", "session", "exec", name, "df.a.sum()")
+	assert.Equal(t, "6\n", r.stdout, "state kept after the timeout")
+
+	r = rt(t, "", "session", "exec", name, "x = 7\nx * 6", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var res map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	for _, k := range []string{"session", "seq", "status", "stdout", "stderr", "result", "error", "duration_ms", "outputs"} {
+		assert.Contains(t, res, k)
+	}
+	assert.Equal(t, "42", res["result"])
+	assert.Equal(t, "ok", res["status"])
+	assert.Equal(t, name, res["session"])
+
+	r = rt(t, "", "session", "exec", name, "raise ValueError('x')", "--json")
+	assert.Equal(t, 1, r.code, "--json keeps the exit code")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	assert.Equal(t, "ValueError", res["error"].(map[string]any)["name"])
+
+	r = rt(t, "", "session", "ls")
+	assert.Equal(t, 0, r.code)
+	assert.Contains(t, r.stdout, name)
+	r = rt(t, "", "session", "ls", "--json")
+	var list []session.Info
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
+
+	r = rt(t, "", "session", "rm", name)
+	assert.Equal(t, 125, r.code, "rm of a running session without --force")
+	assert.Contains(t, r.stderr, "--force")
+	r = rt(t, "", "session", "stop", name)
+	assert.Equal(t, 0, r.code, r.stderr)
+	r = rt(t, "", "session", "exec", name, "df.a.sum()")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "6\n", r.stdout)
+	assert.Contains(t, r.stderr, "started it again", "exec on a stopped session says it started it")
+	r = rt(t, "", "session", "stop", name)
+	require.Equal(t, 0, r.code)
+	r = rt(t, "", "session", "rm", name)
+	assert.Equal(t, 0, r.code, r.stderr)
+	r = rt(t, "", "session", "exec", name, "1")
+	assert.Equal(t, 125, r.code, "no such session")
+	assert.Contains(t, r.stderr, "no such session")
+}
+
+func TestCLIBashScenario(t *testing.T) {
+	name := startSession(t, "--lang", "bash")
+	r := rt(t, "", "session", "exec", name, "cd /tmp; X=41; f() { echo $((X+1)); }")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = rt(t, "", "session", "exec", name, "pwd; f")
+	assert.Equal(t, "/tmp\n42\n", r.stdout)
+	r = rt(t, "", "session", "exec", name, "false")
+	assert.Equal(t, 1, r.code)
+}
+
+func TestCtrlCInterruptsTheCode(t *testing.T) {
+	name := startSession(t)
+	rt(t, "", "session", "exec", name, "kept = 5")
+	cmd := exec.Command(binary, "session", "exec", name, "import time\nprint('started', flush=True)\ntime.sleep(60)")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Start())
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(out.String(), "started") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	err := cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	require.True(t, ok, "exit status: %v, stderr %s", err, errb.String())
+	assert.Equal(t, 130, ee.ExitCode(), errb.String())
+	r := rt(t, "", "session", "exec", name, "kept")
+	assert.Equal(t, "5\n", r.stdout)
+}
+
+func TestConcurrentCLIProcesses(t *testing.T) {
+	name := startSession(t)
+	const n = 8
+	results := make(chan cmdResult, n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			results <- rt(t, "", "session", "exec", name, "import os\nprint('me-%d' % "+string(rune('0'+i))+")\nos.getpid() > 0", "--json")
+		}(i)
+	}
+	seqs := map[float64]bool{}
+	for i := 0; i < n; i++ {
+		r := <-results
+		require.Equal(t, 0, r.code, r.stderr)
+		var res map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+		assert.Regexp(t, `^me-[0-7]\n$`, res["stdout"])
+		seqs[res["seq"].(float64)] = true
+	}
+	for i := 1; i <= n; i++ {
+		assert.True(t, seqs[float64(i)], "seq %d", i)
+	}
+	r := rt(t, "", "session", "history", name, "--format", "json")
+	var execs []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &execs))
+	assert.Len(t, execs, n)
+}

@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/runtimectl/runtimectl/images"
+	"github.com/runtimectl/runtimectl/lang"
+)
+
+func newCmdImage(f *Factory) *cobra.Command {
+	c := &cobra.Command{Use: "image", Short: "Build, list and remove the images sessions run"}
+	c.AddCommand(newCmdImageBuild(f), newCmdImageLs(f), newCmdImageRm(f))
+	return group(c)
+}
+
+func newCmdImageBuild(f *Factory) *cobra.Command {
+	var (
+		base  string
+		force bool
+	)
+	c := &cobra.Command{
+		Use:   "build [python|bash|all]",
+		Short: "Build the interpreter images (skipped when their content has not changed)",
+		Long: `Build runtimectl's images from Dockerfile.<lang>, the kernel drivers and the runtime-agent
+binary, showing the build's progress on stderr. An image whose content hash (Dockerfile, drivers,
+agent and base image) matches the existing one is not built again. The base image
+(debian:bookworm-slim) must be in the local engine: where no registry can be reached, make it
+with 'make base-image'. Prints the image references.`,
+		Example: "  runtimectl image build\n  runtimectl image build python --force",
+		Args:    args(0, 1),
+		RunE: func(c *cobra.Command, a []string) error {
+			which := "all"
+			if len(a) == 1 {
+				which = a[0]
+			}
+			var langs []lang.Lang
+			if which == "all" {
+				for _, n := range lang.Names() {
+					l, _ := lang.Get(n)
+					langs = append(langs, l)
+				}
+			} else {
+				l, err := lang.Get(which)
+				if err != nil {
+					return usagef("%v, or all", err)
+				}
+				langs = append(langs, l)
+			}
+			cl, err := f.Client()
+			if err != nil {
+				return err
+			}
+			for _, l := range langs {
+				ref, _, err := cl.Images().Build(c.Context(), images.BuildOptions{Lang: l, Base: base, Progress: f.IO.Err, Force: force})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(f.IO.Out, ref)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&base, "base", "", "base image (the Dockerfiles' BASE; default debian:bookworm-slim)")
+	c.Flags().BoolVar(&force, "force", false, "build even when the content has not changed")
+	return c
+}
+
+func newCmdImageLs(f *Factory) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:     "ls",
+		Short:   "List the images that carry the runtimectl agent",
+		Example: "  runtimectl image ls",
+		Args:    args(0, 0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := f.Client()
+			if err != nil {
+				return err
+			}
+			list, err := cl.Images().List(c.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(f.IO.Out, list)
+			}
+			tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "REFERENCE\tLANG\tCONTENT\tSIZE\tCREATED")
+			for _, im := range list {
+				h := im.Hash
+				if len(h) > 12 {
+					h = h[:12]
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", strings.Join(im.Refs, ","), im.Lang, h, humanSize(im.Size), ago(im.Created))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	return c
+}
+
+func newCmdImageRm(f *Factory) *cobra.Command {
+	var force bool
+	c := &cobra.Command{
+		Use:     "rm REF",
+		Short:   "Remove a runtime image (refused while a session uses it, unless --force)",
+		Example: "  runtimectl image rm runtimectl/bash:latest",
+		Args:    args(1, 1),
+		RunE: func(c *cobra.Command, a []string) error {
+			cl, err := f.Client()
+			if err != nil {
+				return err
+			}
+			if !force {
+				list, err := cl.List(c.Context())
+				if err != nil {
+					return err
+				}
+				var users []string
+				for _, s := range list {
+					if s.Image == a[0] {
+						users = append(users, s.Name)
+					}
+				}
+				if len(users) > 0 {
+					return fmt.Errorf("image %s is used by session(s) %s; remove them first or use --force", a[0], strings.Join(users, ", "))
+				}
+			}
+			err = cl.Images().Remove(c.Context(), a[0], force)
+			if errors.Is(err, images.ErrNotFound) {
+				return fmt.Errorf("%v; see `runtimectl image ls`", err)
+			}
+			return err
+		},
+	}
+	c.Flags().BoolVar(&force, "force", false, "remove even while sessions use it")
+	return c
+}

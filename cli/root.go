@@ -1,0 +1,219 @@
+// Package cli is the runtimectl command line: one file per verb, grouped by noun
+// (session_exec.go, image_build.go, ...). Each command is an Options struct (flag values, IO
+// streams, a lazy function returning the engine client), a NewCmdX function and a run function.
+// Errors are printed once, by Main, and mapped to exit codes in one place (ExitCode), as
+// ../shared/cli.md says: 0 success, 1 the code failed, 2 usage, 124 timeout, 125 runtime
+// failure, 130 interrupted.
+//
+// It imports the session library, never the Docker SDK.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/runtimectl/runtimectl/session"
+)
+
+// Version is set at build time (-ldflags -X github.com/runtimectl/runtimectl/cli.Version=...).
+var Version = "dev"
+
+// IO is the command's streams.
+type IO struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+// Factory gives commands what they need, lazily: nothing talks to Docker before a command
+// needs it, so usage errors are reported without asking the engine anything.
+type Factory struct {
+	IO      IO
+	Host    string
+	Verbose int
+
+	once   sync.Once
+	client *session.Client
+	err    error
+	// Signals delivers SIGINT/SIGTERM to a command that claimed them (exec: the first Ctrl-C
+	// interrupts the code); for every other command a signal cancels the context.
+	Signals chan os.Signal
+	claimed atomic.Bool
+}
+
+// ClaimSignals routes SIGINT/SIGTERM to f.Signals instead of cancelling the command.
+func (f *Factory) ClaimSignals() { f.claimed.Store(true) }
+
+// Client returns the session client, connecting on first use.
+func (f *Factory) Client() (*session.Client, error) {
+	f.once.Do(func() {
+		level := slog.LevelWarn
+		if f.Verbose > 0 {
+			level = slog.LevelDebug
+		}
+		logger := slog.New(slog.NewTextHandler(f.IO.Err, &slog.HandlerOptions{Level: level}))
+		f.client, f.err = session.New(session.WithHost(f.Host), session.WithLogger(logger))
+	})
+	return f.client, f.err
+}
+
+// exitError carries an exit code that is not an error of runtimectl itself (the code's status).
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// usageError is a command line that is wrong.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Errorf(format, a...)} }
+
+// ExitCode maps an error to runtimectl's exit codes.
+func ExitCode(err error) int {
+	var ee *exitError
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue), errors.Is(err, session.ErrInvalid):
+		return 2
+	}
+	return 125
+}
+
+// Main runs runtimectl with args and returns the exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	f := &Factory{IO: IO{In: stdin, Out: stdout, Err: stderr}, Signals: make(chan os.Signal, 2)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		for sig := range sigs {
+			if f.claimed.Load() {
+				f.Signals <- sig
+			} else {
+				cancel()
+			}
+		}
+	}()
+	root := NewCmdRoot(f)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err != nil && strings.HasPrefix(err.Error(), "unknown command") && !errors.As(err, new(*usageError)) {
+		err = &usageError{fmt.Errorf("%v; see `runtimectl --help`", err)}
+	}
+	if f.client != nil {
+		f.client.Close()
+	}
+	if err != nil {
+		var ee *exitError
+		if !errors.As(err, &ee) {
+			fmt.Fprintln(stderr, "runtimectl: "+oneLine(err.Error()))
+		}
+	}
+	return ExitCode(err)
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// NewCmdRoot returns the root command.
+func NewCmdRoot(f *Factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "runtimectl",
+		Short: "Run LLM-written code in long-lived, stateful Docker sessions",
+		Long: `runtimectl runs code in sessions: long-lived Docker containers, each with one Python or bash
+interpreter whose variables, imports and functions persist between executions, a workspace
+volume at /workspace, and snapshots and a history on that volume that survive the container
+being stopped, killed or replaced.`,
+		Example: `  runtimectl image build all
+  runtimectl session start demo
+  runtimectl session exec demo 'import pandas as pd; df = pd.DataFrame({"a": [1, 2, 3]})'
+  runtimectl session exec demo 'df.a.sum()'
+  runtimectl session stop demo`,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
+	}
+	root.PersistentFlags().StringVarP(&f.Host, "host", "H", "", "Docker engine to use (default: $DOCKER_HOST or the local socket)")
+	root.PersistentFlags().CountVarP(&f.Verbose, "verbose", "v", "log more on stderr")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usagef("%v; see `%s --help`", err, c.CommandPath())
+	})
+	root.AddCommand(newCmdSession(f), newCmdImage(f), newCmdVolume(f), newCmdVersion(f))
+	return root
+}
+
+// group makes a noun command (session, image, volume) refuse an unknown verb as a usage
+// error, and print its help when given none.
+func group(c *cobra.Command) *cobra.Command {
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(c *cobra.Command, a []string) error {
+		if len(a) > 0 {
+			return usagef("unknown command %q for %q; see `%s --help`", a[0], c.CommandPath(), c.CommandPath())
+		}
+		return c.Help()
+	}
+	return c
+}
+
+// args checks the count of positional arguments and reports a usage error.
+func args(min, max int) cobra.PositionalArgs {
+	return func(c *cobra.Command, a []string) error {
+		if len(a) < min || (max >= 0 && len(a) > max) {
+			want := fmt.Sprintf("%d", min)
+			switch {
+			case max < 0:
+				want = fmt.Sprintf("at least %d", min)
+			case max != min:
+				want = fmt.Sprintf("%d to %d", min, max)
+			}
+			return usagef("%s takes %s argument(s), got %d; usage: %s", c.CommandPath(), want, len(a), c.UseLine())
+		}
+		return nil
+	}
+}
+
+// validName checks a session name before anything asks Docker.
+func validName(name string) error {
+	if err := session.ValidateName(name); err != nil {
+		return &usageError{err}
+	}
+	return nil
+}
+
+func newCmdVersion(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the versions of runtimectl and its agent protocol",
+		Args:  args(0, 0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			fmt.Fprintf(f.IO.Out, "runtimectl %s (agent protocol %d)\n", Version, protocolVersion)
+			return nil
+		},
+	}
+}

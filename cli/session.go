@@ -1,0 +1,21 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+)
+
+func newCmdSession(f *Factory) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "session",
+		Short: "Start, run code in, stop and inspect sessions",
+		Long: `A session is a named, long-lived container running one interpreter (python or bash) with a
+workspace volume at /workspace. Its variables live in the interpreter between exec calls; its
+snapshots and history live on its volume.`,
+	}
+	c.AddCommand(
+		newCmdStart(f, nil), newCmdExec(f, nil), newCmdStop(f), newCmdRm(f), newCmdLs(f),
+		newCmdHistory(f), newCmdSnapshot(f), newCmdSnapshots(f), newCmdRestore(f), newCmdInterrupt(f),
+		newCmdVars(f),
+	)
+	return group(c)
+}

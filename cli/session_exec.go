@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/runtimectl/runtimectl/execproto"
+	"github.com/runtimectl/runtimectl/session"
+)
+
+// ExecOptions are the flags of `session exec`.
+type ExecOptions struct {
+	F         *Factory
+	Name      string
+	Code      string
+	File      string
+	Timeout   time.Duration
+	JSON      bool
+	MaxOutput int64
+}
+
+func newCmdExec(f *Factory, runF func(context.Context, *ExecOptions) error) *cobra.Command {
+	o := &ExecOptions{F: f}
+	c := &cobra.Command{
+		Use:   "exec NAME [CODE]",
+		Short: "Run code in a session, as a notebook cell",
+		Long: `Run CODE (or the file given with -f, or standard input when neither is given) in the session's
+one persistent interpreter. Output is streamed as it is produced; for Python the repr of a final
+expression is printed after it. A stopped session is started first (its state restored).
+
+Exit codes: 0 ok, 1 the code raised / failed / crashed the interpreter, 2 usage, 124 timeout,
+125 runtime failure, 130 interrupted. Ctrl-C interrupts the code; a second Ctrl-C detaches.`,
+		Example: `  runtimectl session exec demo 'x = 40 + 2'
+  runtimectl session exec demo 'x'                    # prints 42
+  runtimectl session exec demo -f analysis.py --timeout 2m
+  echo 'print(x)' | runtimectl session exec demo
+  runtimectl session exec demo 'x * 2' --json`,
+		Args: args(1, 2),
+		RunE: func(c *cobra.Command, a []string) error {
+			o.Name = a[0]
+			if err := validName(o.Name); err != nil {
+				return err
+			}
+			switch {
+			case len(a) == 2 && o.File != "":
+				return usagef("give the code as an argument or with -f, not both")
+			case len(a) == 2:
+				o.Code = a[1]
+			case o.File != "":
+				b, err := os.ReadFile(o.File)
+				if err != nil {
+					return usagef("read -f %s: %v", o.File, err)
+				}
+				o.Code = string(b)
+			default:
+				b, err := io.ReadAll(f.IO.In)
+				if err != nil {
+					return usagef("read code from standard input: %v", err)
+				}
+				o.Code = string(b)
+			}
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return execRun(c.Context(), o)
+		},
+	}
+	c.Flags().StringVarP(&o.File, "file", "f", "", "read the code from FILE")
+	c.Flags().Var(durationValue{&o.Timeout}, "timeout", "interrupt the code after this long (30s, 2m; a bare number is seconds)")
+	c.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object with the result when the execution ends (nothing streamed)")
+	c.Flags().Var(sizeValue{&o.MaxOutput}, "max-output", "output delivered per stream (default: the session's, 4m)")
+	return c
+}
+
+func execRun(ctx context.Context, o *ExecOptions) error {
+	c, err := o.F.Client()
+	if err != nil {
+		return err
+	}
+	errw := o.F.IO.Err
+	s, info, err := c.Open(ctx, o.Name)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if info.Started || info.Recreate {
+		fmt.Fprintln(errw, session.DescribeRestore(o.Name, s.Restored()))
+	}
+
+	o.F.ClaimSignals()
+	execCtx, interrupt := context.WithCancel(ctx)
+	defer interrupt()
+	detach := make(chan struct{})
+	stopSignals := make(chan struct{})
+	defer close(stopSignals)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-o.F.Signals:
+				n++
+				if n == 1 {
+					fmt.Fprintln(errw, "runtimectl: interrupting the code (Ctrl-C again to detach)")
+					interrupt()
+				} else {
+					close(detach)
+					return
+				}
+			case <-stopSignals:
+				return
+			}
+		}
+	}()
+
+	eo := session.ExecOptions{Timeout: o.Timeout, MaxOutput: o.MaxOutput, Detach: detach,
+		OnNotice: func(m string) { fmt.Fprintln(errw, "runtimectl: "+m) }}
+	if !o.JSON {
+		eo.Stdout, eo.Stderr = o.F.IO.Out, errw
+	}
+	res, err := s.Exec(execCtx, o.Code, eo)
+	if err != nil {
+		select {
+		case <-detach:
+			fmt.Fprintln(errw, "runtimectl: detached; the execution goes on in the session (see `runtimectl session history`)")
+			return &exitError{130}
+		default:
+		}
+		return err
+	}
+	if o.JSON {
+		enc := json.NewEncoder(o.F.IO.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		if res.Result != nil {
+			fmt.Fprintln(o.F.IO.Out, *res.Result)
+		}
+		for _, out := range res.Outputs {
+			fmt.Fprintf(errw, "runtimectl: %s saved: %s\n", out.Mime, out.Path)
+		}
+		if res.State != nil && res.State.Status == "failed" {
+			fmt.Fprintf(errw, "runtimectl: warning: %s\n", res.State.Message)
+		}
+		if res.Status == execproto.StatusTimeout || (res.Status == execproto.StatusCrashed && !strings.Contains(res.Stderr, "[runtimectl:")) {
+			if res.Message != "" {
+				fmt.Fprintln(errw, "runtimectl: "+res.Message)
+			}
+		}
+	}
+	return statusExit(res.Status)
+}
+
+func statusExit(status string) error {
+	switch status {
+	case execproto.StatusOK:
+		return nil
+	case execproto.StatusTimeout:
+		return &exitError{124}
+	case execproto.StatusInterrupted:
+		return &exitError{130}
+	}
+	return &exitError{1}
+}

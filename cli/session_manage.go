@@ -1,0 +1,201 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newCmdStop(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:     "stop NAME",
+		Short:   "Snapshot a session, then stop its container; the volume stays",
+		Example: "  runtimectl session stop demo\n  runtimectl session start demo   # comes back with its state",
+		Args:    args(1, 1),
+		RunE: func(c *cobra.Command, a []string) error {
+			if err := validName(a[0]); err != nil {
+				return err
+			}
+			cl, err := f.Client()
+			if err != nil {
+				return err
+			}
+			return cl.Stop(c.Context(), a[0])
+		},
+	}
+}
+
+func newCmdRm(f *Factory) *cobra.Command {
+	var force bool
+	c := &cobra.Command{
+		Use:     "rm NAME",
+		Short:   "Remove a session's container and volume (its state and history)",
+		Example: "  runtimectl session rm demo\n  runtimectl session rm demo --force   # even while it runs",
+		Args:    args(1, 1),
+		RunE: func(c *cobra.Command, a []string) error {
+			if err := validName(a[0]); err != nil {
+				return err
+			}
+			cl, err := f.Client()
+			if err != nil {
+				return err
+			}
+			return cl.Remove(c.Context(), a[0], force)
+		},
+	}
+	c.Flags().BoolVar(&force, "force", false, "remove a running session too")
+	return c
+}
+
+func newCmdLs(f *Factory) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:     "ls",
+		Short:   "List sessions",
+		Example: "  runtimectl session ls\n  runtimectl session ls --json",
+		Args:    args(0, 0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := f.Client()
+			if err != nil {
+				return err
+			}
+			list, err := cl.List(c.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(f.IO.Out, list)
+			}
+			tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tLANG\tSTATE\tIMAGE\tCREATED\tEXECUTIONS\tLAST EXEC")
+			for _, s := range list {
+				n := "-"
+				if s.Executions >= 0 {
+					n = fmt.Sprint(s.Executions)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Lang, s.State, s.Image, ago(s.Created), n, agoString(s.LastExec))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	return c
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := time.Since(t).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return t.Format("2006-01-02")
+}
+
+func agoString(s string) string {
+	if s == "" {
+		return "-"
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return ago(t)
+}
+
+func newCmdInterrupt(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:     "interrupt NAME",
+		Short:   "Interrupt the code running in a session (from another terminal)",
+		Example: "  runtimectl session interrupt demo",
+		Args:    args(1, 1),
+		RunE: func(c *cobra.Command, a []string) error {
+			if err := validName(a[0]); err != nil {
+				return err
+			}
+			cl, err := f.Client()
+			if err != nil {
+				return err
+			}
+			s, _, err := cl.Open(c.Context(), a[0])
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			ok, err := s.Interrupt(c.Context())
+			if err != nil {
+				return err
+			}
+			if !ok {
+				fmt.Fprintln(f.IO.Err, "runtimectl: nothing was running")
+			}
+			return nil
+		},
+	}
+}
+
+func newCmdVars(f *Factory) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:     "vars NAME",
+		Short:   "List a session's variables: type, shape or length, size, preview",
+		Example: "  runtimectl session vars demo\n  runtimectl session vars demo --json",
+		Args:    args(1, 1),
+		RunE: func(c *cobra.Command, a []string) error {
+			if err := validName(a[0]); err != nil {
+				return err
+			}
+			cl, err := f.Client()
+			if err != nil {
+				return err
+			}
+			s, _, err := cl.Open(c.Context(), a[0])
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			v, err := s.Vars(c.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(f.IO.Out, v)
+			}
+			tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tTYPE\tSHAPE/LEN\tSIZE\tPREVIEW")
+			for _, x := range v.Vars {
+				shape := x.Shape
+				if shape == "" && x.Len != nil {
+					shape = fmt.Sprint(*x.Len)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", x.Name, x.Type, shape, x.Size, strings.ReplaceAll(x.Preview, "\n", " "))
+			}
+			if len(v.Modules) > 0 {
+				fmt.Fprintf(tw, "\nmodules: %s\n", strings.Join(v.Modules, ", "))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+var _ = context.Background

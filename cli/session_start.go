@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/runtimectl/runtimectl/session"
+)
+
+// StartOptions are the flags of `session start`.
+type StartOptions struct {
+	F    *Factory
+	Spec session.Spec
+}
+
+func newCmdStart(f *Factory, runF func(context.Context, *StartOptions) error) *cobra.Command {
+	o := &StartOptions{F: f}
+	c := &cobra.Command{
+		Use:   "start [NAME]",
+		Short: "Create a session, or start a stopped one again with its state",
+		Long: `Create a session (container + volume), or start a stopped or removed-container session again,
+restoring its latest snapshot. On a running session it does nothing and succeeds. Without NAME a
+name is made up. Prints the session name.
+
+The settings (language, image, limits, environment) are recorded on the session's volume and
+hold again after stop and start; flags given for an existing session are ignored.`,
+		Example: `  runtimectl session start demo
+  runtimectl session start sh --lang bash
+  runtimectl session start big --memory 8g --cpus 2 --network bridge --env API_KEY=...`,
+		Args: args(0, 1),
+		RunE: func(c *cobra.Command, a []string) error {
+			if len(a) == 1 {
+				o.Spec.Name = a[0]
+			} else {
+				b := make([]byte, 3)
+				_, _ = rand.Read(b)
+				o.Spec.Name = "s-" + hex.EncodeToString(b)
+			}
+			if err := validName(o.Spec.Name); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return startRun(c.Context(), o)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&o.Spec.Lang, "lang", "python", "language: python or bash")
+	fl.StringVar(&o.Spec.Image, "image", "", "image to run (default: runtimectl's image for --lang)")
+	fl.Var(sizeValue{&o.Spec.Memory}, "memory", "memory limit, no swap (default 2g)")
+	fl.Float64Var(&o.Spec.CPUs, "cpus", 0, "CPU limit (default: none)")
+	fl.Int64Var(&o.Spec.Pids, "pids", 0, "process limit (default 512)")
+	fl.StringVar(&o.Spec.Network, "network", "none", "network: none or bridge")
+	fl.StringArrayVar(&o.Spec.Env, "env", nil, "environment variable KEY=VALUE (repeatable)")
+	fl.StringVar(&o.Spec.Snapshot, "snapshot", "every", "snapshot policy: every (after each state-changing execution) or manual")
+	fl.IntVar(&o.Spec.KeepSnapshots, "keep-snapshots", 10, "snapshots to keep")
+	fl.Var(sizeValue{&o.Spec.MaxOutput}, "max-output", "output delivered per stream and execution (default 4m)")
+	fl.StringVar(&o.Spec.Runtime, "runtime", "", "OCI runtime for the container, e.g. runsc (gVisor) for stronger isolation")
+	return c
+}
+
+func startRun(ctx context.Context, o *StartOptions) error {
+	c, err := o.F.Client()
+	if err != nil {
+		return err
+	}
+	s, info, err := c.Start(ctx, o.Spec)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if info.Started || info.Recreate {
+		fmt.Fprintln(o.F.IO.Err, session.DescribeRestore(s.Name(), s.Restored()))
+	}
+	if r := s.Restored(); r != nil && (info.Started || info.Recreate) {
+		for _, m := range r.Messages {
+			fmt.Fprintln(o.F.IO.Err, "  "+m)
+		}
+		for _, fl := range r.Failed {
+			fmt.Fprintf(o.F.IO.Err, "  not restored: %s (%s): %s\n", fl.Name, fl.Type, fl.Reason)
+		}
+	}
+	fmt.Fprintln(o.F.IO.Out, s.Name())
+	return nil
+}

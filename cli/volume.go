@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+)
+
+func newCmdVolume(f *Factory) *cobra.Command {
+	c := &cobra.Command{Use: "volume", Short: "List and remove session volumes"}
+	c.AddCommand(newCmdVolumeLs(f), newCmdVolumeRm(f), newCmdVolumePrune(f))
+	return group(c)
+}
+
+func newCmdVolumeLs(f *Factory) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:     "ls",
+		Short:   "List session volumes with their sizes",
+		Example: "  runtimectl volume ls",
+		Args:    args(0, 0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := f.Client()
+			if err != nil {
+				return err
+			}
+			list, err := cl.Volumes().List(c.Context(), true)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(f.IO.Out, list)
+			}
+			tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "VOLUME\tSESSION\tLANG\tSIZE\tCREATED")
+			for _, v := range list {
+				size := "-"
+				if v.Size >= 0 {
+					size = humanSize(v.Size)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Name, v.Session, v.Lang, size, ago(v.Created))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	return c
+}
+
+func newCmdVolumeRm(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm NAME",
+		Short:   "Remove a session volume (refused while its container exists)",
+		Example: "  runtimectl volume rm runtimectl-demo",
+		Args:    args(1, 1),
+		RunE: func(c *cobra.Command, a []string) error {
+			cl, err := f.Client()
+			if err != nil {
+				return err
+			}
+			return cl.Volumes().Remove(c.Context(), a[0])
+		},
+	}
+}
+
+func newCmdVolumePrune(f *Factory) *cobra.Command {
+	var dryRun bool
+	c := &cobra.Command{
+		Use:     "prune",
+		Short:   "Remove volumes whose session container is gone",
+		Example: "  runtimectl volume prune --dry-run\n  runtimectl volume prune",
+		Args:    args(0, 0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := f.Client()
+			if err != nil {
+				return err
+			}
+			vols, err := cl.Volumes().List(c.Context(), false)
+			if err != nil {
+				return err
+			}
+			ctrs, err := cl.Containers().List(c.Context())
+			if err != nil {
+				return err
+			}
+			has := map[string]bool{}
+			for _, ci := range ctrs {
+				has[ci.Session] = true
+			}
+			for _, v := range vols {
+				if has[v.Session] {
+					continue
+				}
+				if !dryRun {
+					if err := cl.Volumes().Remove(c.Context(), v.Name); err != nil {
+						return err
+					}
+				}
+				fmt.Fprintln(f.IO.Out, v.Name)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "only list what would be removed")
+	return c
+}

@@ -1,0 +1,260 @@
+package containers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/go-units"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// API is the subset of the Docker client that this package uses.
+type API interface {
+	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
+	ContainerStart(ctx context.Context, containerID string, options container.StartOptions) error
+	ContainerStop(ctx context.Context, containerID string, options container.StopOptions) error
+	ContainerKill(ctx context.Context, containerID, signal string) error
+	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
+	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
+	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ContainerExecCreate(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error)
+	ContainerExecAttach(ctx context.Context, execID string, options container.ExecAttachOptions) (types.HijackedResponse, error)
+	CopyToContainer(ctx context.Context, containerID, dstPath string, content io.Reader, options container.CopyToContainerOptions) error
+	CopyFromContainer(ctx context.Context, containerID, srcPath string) (io.ReadCloser, container.PathStat, error)
+}
+
+// Spec is what a session container is made from.
+type Spec struct {
+	Session  string
+	Lang     string
+	Image    string
+	Volume   string
+	Memory   int64   // bytes; also the memory+swap limit (no swap)
+	CPUs     float64 // 0: no limit
+	Pids     int64
+	Network  string // "none" or "bridge"
+	Env      []string
+	Settings string // JSON, passed to the agent as RUNTIMECTL_SETTINGS
+	Runtime  string // an OCI runtime such as runsc; "" is the engine's default
+	TmpSize  int64  // bytes of /tmp (tmpfs, counted in the memory limit)
+}
+
+// Defaults for a session container.
+const (
+	DefaultMemory  = 2 << 30
+	DefaultPids    = 512
+	DefaultNetwork = "none"
+	DefaultTmpSize = 512 << 20
+	// FileSizeLimit caps a single file the session writes (RLIMIT_FSIZE).
+	FileSizeLimit = 16 << 30
+)
+
+// Info is what runtimectl knows of a session container.
+type Info struct {
+	ID        string
+	Name      string // container name, runtimectl-NAME
+	Session   string
+	Lang      string
+	Image     string
+	State     string // created, running, exited, dead, ...
+	Running   bool
+	OOMKilled bool
+	ExitCode  int
+	Created   time.Time
+	StartedAt time.Time
+	Labels    map[string]string
+}
+
+// Manager creates and drives session containers.
+type Manager struct {
+	api API
+}
+
+// New returns a Manager over api (a *client.Client, wrapped by Wrap).
+func New(api API) *Manager { return &Manager{api: api} }
+
+// Name returns the container name of a session.
+func Name(session string) string { return Prefix + session }
+
+// config builds the container's configuration: the hardening lives here, in one place.
+func config(s Spec) (*container.Config, *container.HostConfig) {
+	env := append([]string{
+		"RUNTIMECTL_SETTINGS=" + s.Settings,
+		"PAGER=cat", "GIT_TERMINAL_PROMPT=0", "DEBIAN_FRONTEND=noninteractive",
+	}, s.Env...)
+	labels := map[string]string{LabelSession: s.Session, LabelLang: s.Lang, LabelSchema: Schema}
+	cfg := &container.Config{
+		Image:      s.Image,
+		Env:        env,
+		Labels:     labels,
+		WorkingDir: "/workspace",
+		User:       "0:0", // the agent; it starts the kernel as uid 1000
+		// The agent's stdin and stdout carry nothing: clients use the exec relay.
+		AttachStdin: false, AttachStdout: false, AttachStderr: false, Tty: false, OpenStdin: false,
+	}
+	memory := s.Memory
+	if memory <= 0 {
+		memory = DefaultMemory
+	}
+	pids := s.Pids
+	if pids <= 0 {
+		pids = DefaultPids
+	}
+	netMode := s.Network
+	if netMode == "" {
+		netMode = DefaultNetwork
+	}
+	tmp := s.TmpSize
+	if tmp <= 0 {
+		tmp = DefaultTmpSize
+	}
+	init := true
+	hc := &container.HostConfig{
+		Init:        &init,
+		NetworkMode: container.NetworkMode(netMode),
+		// Only what the agent needs: switch to the session user, and signal its processes.
+		CapDrop:        []string{"ALL"},
+		CapAdd:         []string{"SETUID", "SETGID", "KILL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		ReadonlyRootfs: true,
+		Tmpfs: map[string]string{
+			"/tmp":            fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", tmp),
+			"/run/runtimectl": "rw,nosuid,nodev,noexec,size=1m,mode=0700",
+		},
+		Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: s.Volume, Target: "/workspace"}},
+		LogConfig: container.LogConfig{
+			Type:   "json-file",
+			Config: map[string]string{"max-size": "1m", "max-file": "2"},
+		},
+		Runtime: s.Runtime,
+		Resources: container.Resources{
+			Memory:     memory,
+			MemorySwap: memory,
+			PidsLimit:  &pids,
+			NanoCPUs:   int64(s.CPUs * 1e9),
+			Ulimits: []*units.Ulimit{
+				{Name: "fsize", Soft: FileSizeLimit, Hard: FileSizeLimit},
+				{Name: "nofile", Soft: 4096, Hard: 4096},
+				{Name: "core", Soft: 0, Hard: 0},
+			},
+		},
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+	}
+	return cfg, hc
+}
+
+// Create creates the container, or returns the existing one of that name (create is
+// idempotent: a conflict means inspect and reuse).
+func (m *Manager) Create(ctx context.Context, s Spec) (Info, error) {
+	cfg, hc := config(s)
+	_, err := m.api.ContainerCreate(ctx, cfg, hc, nil, nil, Name(s.Session))
+	if err != nil && !IsConflict(err) {
+		return Info{}, fmt.Errorf("create container for session %q: %w", s.Session, classify(err))
+	}
+	return m.Inspect(ctx, s.Session)
+}
+
+// Start starts the container; starting a running one is a no-op.
+func (m *Manager) Start(ctx context.Context, session string) error {
+	if err := m.api.ContainerStart(ctx, Name(session), container.StartOptions{}); err != nil {
+		return fmt.Errorf("start container of session %q: %w", session, classify(err))
+	}
+	return nil
+}
+
+// Stop stops the container, giving the agent timeout to finish (SIGTERM, then SIGKILL).
+// A missing container is already stopped.
+func (m *Manager) Stop(ctx context.Context, session string, timeout time.Duration) error {
+	secs := int(timeout.Seconds())
+	err := m.api.ContainerStop(ctx, Name(session), container.StopOptions{Timeout: &secs})
+	if err = classify(err); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("stop container of session %q: %w", session, err)
+	}
+	return nil
+}
+
+// Kill sends SIGKILL to the container.
+func (m *Manager) Kill(ctx context.Context, session string) error {
+	if err := m.api.ContainerKill(ctx, Name(session), "KILL"); err != nil {
+		return fmt.Errorf("kill container of session %q: %w", session, classify(err))
+	}
+	return nil
+}
+
+// Remove removes the container (force: even a running one). A missing container is removed.
+func (m *Manager) Remove(ctx context.Context, session string, force bool) error {
+	err := m.api.ContainerRemove(ctx, Name(session), container.RemoveOptions{Force: force})
+	if err = classify(err); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("remove container of session %q: %w", session, err)
+	}
+	return nil
+}
+
+// Inspect returns the session's container; ErrNotFound when there is none.
+func (m *Manager) Inspect(ctx context.Context, session string) (Info, error) {
+	r, err := m.api.ContainerInspect(ctx, Name(session))
+	if err != nil {
+		return Info{}, classify(err)
+	}
+	return fromInspect(r), nil
+}
+
+// Raw returns Docker's inspect document of the session's container, for tests and `doctor`.
+func (m *Manager) Raw(ctx context.Context, session string) (container.InspectResponse, error) {
+	r, err := m.api.ContainerInspect(ctx, Name(session))
+	return r, classify(err)
+}
+
+func fromInspect(r container.InspectResponse) Info {
+	info := Info{ID: r.ID, Name: trimSlash(r.Name)}
+	if r.Config != nil {
+		info.Labels = r.Config.Labels
+		info.Session = r.Config.Labels[LabelSession]
+		info.Lang = r.Config.Labels[LabelLang]
+		info.Image = r.Config.Image
+	}
+	if r.State != nil {
+		info.State = string(r.State.Status)
+		info.Running = r.State.Running
+		info.OOMKilled = r.State.OOMKilled
+		info.ExitCode = r.State.ExitCode
+		info.StartedAt, _ = time.Parse(time.RFC3339Nano, r.State.StartedAt)
+	}
+	info.Created, _ = time.Parse(time.RFC3339Nano, r.Created)
+	return info
+}
+
+func trimSlash(s string) string {
+	if len(s) > 0 && s[0] == '/' {
+		return s[1:]
+	}
+	return s
+}
+
+// List returns every container labelled as a runtimectl session, running or not.
+func (m *Manager) List(ctx context.Context) ([]Info, error) {
+	cs, err := m.api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelSession))})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", classify(err))
+	}
+	out := make([]Info, 0, len(cs))
+	for _, c := range cs {
+		name := ""
+		if len(c.Names) > 0 {
+			name = trimSlash(c.Names[0])
+		}
+		out = append(out, Info{
+			ID: c.ID, Name: name, Session: c.Labels[LabelSession], Lang: c.Labels[LabelLang], Image: c.Image,
+			State: string(c.State), Running: c.State == "running", Created: time.Unix(c.Created, 0), Labels: c.Labels,
+		})
+	}
+	return out, nil
+}

@@ -1,0 +1,9 @@
+// Package containers drives session containers through the Docker API: create (hardened),
+// start, stop, remove, inspect, list by label, the exec relay that gives each client a private
+// stream to the agent, and copying files in and out as tar streams.
+//
+// It is one of the three packages (with images and volumes) that import the Docker SDK. Its
+// exported types are the project's own, so that a second backend can stand beside Docker
+// without touching the session package or the commands. It defines the subset of the Docker
+// client it uses (API) so that unit tests can use small fakes.
+package containers

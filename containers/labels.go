@@ -1,0 +1,16 @@
+package containers
+
+// The labels that runtimectl puts on everything it creates. Objects are found by label, never
+// by name prefix.
+const (
+	LabelSession  = "io.runtimectl.session"
+	LabelLang     = "io.runtimectl.lang"
+	LabelSchema   = "io.runtimectl.schema"
+	LabelSettings = "io.runtimectl.settings" // on the volume: the session's settings (JSON)
+	LabelAgent    = "io.runtimectl.agent"    // on images: carries the runtimectl agent
+	LabelHash     = "io.runtimectl.content-hash"
+	Schema        = "1"
+)
+
+// Prefix is the prefix of container and volume names: runtimectl-NAME.
+const Prefix = "runtimectl-"

@@ -1,0 +1,140 @@
+package execproto
+
+import "github.com/runtimectl/runtimectl/history"
+
+// Request operations.
+const (
+	OpExec      = "exec"      // run code; streams Stdout/Stderr, ends with Result
+	OpSnapshot  = "snapshot"  // take a snapshot now and wait until it is saved; Reply SnapshotReply
+	OpRestore   = "restore"   // restart the interpreter from a snapshot; Reply RestoreInfo
+	OpDrain     = "drain"     // wait until no snapshot is pending; Reply Status
+	OpStatus    = "status"    // Reply Status
+	OpVars      = "vars"      // Reply VarsReply
+	OpInterrupt = "interrupt" // interrupt whatever runs now (from another connection); Reply Status
+)
+
+// Statuses of an execution.
+const (
+	StatusOK          = "ok"
+	StatusError       = "error"
+	StatusTimeout     = "timeout"
+	StatusInterrupted = "interrupted"
+	StatusCrashed     = "crashed"
+)
+
+// Hello is the first frame of every connection, from the agent.
+type Hello struct {
+	Protocol int    `json:"protocol"`
+	Agent    string `json:"agent"` // the agent's version
+	Lang     string `json:"lang"`
+	Session  string `json:"session"`
+	// Restore tells how the interpreter's state was brought back when the agent (or its kernel)
+	// last started, so that the first client after a restart can tell the person.
+	Restore *RestoreInfo `json:"restore,omitempty"`
+}
+
+// Request is what a client asks of the agent.
+type Request struct {
+	Op string `json:"op"`
+	// Exec
+	Code      string `json:"code,omitempty"`
+	TimeoutMs int64  `json:"timeout_ms,omitempty"` // 0: no timeout
+	MaxOutput int64  `json:"max_output,omitempty"` // bytes per stream delivered; 0: the agent's default
+	// Restore
+	Snapshot string `json:"snapshot,omitempty"`
+	// Snapshot
+	Note string `json:"note,omitempty"`
+}
+
+// Result is the end of an execution: the same fields as `runtimectl session exec --json`.
+// Stdout and Stderr are filled by the client from the streamed frames (capped); the agent's
+// Result frame leaves them empty.
+type Result struct {
+	Session    string           `json:"session"`
+	Seq        int64            `json:"seq"`
+	Status     string           `json:"status"`
+	Stdout     string           `json:"stdout"`
+	Stderr     string           `json:"stderr"`
+	Result     *string          `json:"result"`
+	Error      *history.Error   `json:"error"`
+	DurationMs float64          `json:"duration_ms"`
+	Outputs    []history.Output `json:"outputs"`
+	// State says what became of the interpreter's state: the snapshot taken, pending or
+	// failed, and after a crash the execution it was brought back to.
+	State *history.State `json:"state,omitempty"`
+	// Restored is set when the state was brought back before this execution ran (the
+	// container or the interpreter had been restarted).
+	Restored *RestoreInfo `json:"restored,omitempty"`
+	// Message explains a crash or timeout in one line.
+	Message string `json:"message,omitempty"`
+	// Truncated counts output bytes that were not delivered because of the output cap.
+	StdoutTruncated int64 `json:"stdout_truncated,omitempty"`
+	StderrTruncated int64 `json:"stderr_truncated,omitempty"`
+}
+
+// RestoreInfo tells what state the interpreter was started with.
+type RestoreInfo struct {
+	Snapshot string    `json:"snapshot,omitempty"` // "" when it started empty
+	Seq      int64     `json:"seq"`                // the execution the snapshot follows
+	Restored []string  `json:"restored"`
+	Failed   []Skipped `json:"failed"`
+	// Messages: corrupt snapshots passed over, executions found crashed, and the like.
+	Messages []string `json:"messages,omitempty"`
+}
+
+// ErrorReply is the payload of an Error frame.
+type ErrorReply struct {
+	Code    string `json:"code"` // "busy", "bad_request", "not_found", "internal"
+	Message string `json:"message"`
+}
+
+// Notice is the payload of a Notice frame.
+type Notice struct {
+	Message string `json:"message"`
+}
+
+// Status is the agent's state, the reply to OpStatus and OpDrain.
+type Status struct {
+	Lang           string `json:"lang"`
+	Running        int64  `json:"running"` // seq of the execution running now, 0 if idle
+	Queued         int    `json:"queued"`
+	NextSeq        int64  `json:"next_seq"`
+	LastExec       string `json:"last_exec,omitempty"` // RFC 3339 end of the last execution
+	Snapshot       string `json:"snapshot,omitempty"`  // latest saved snapshot id
+	PendingSeq     int64  `json:"pending_seq,omitempty"`
+	KernelPID      int    `json:"kernel_pid"`
+	KernelRestarts int    `json:"kernel_restarts"`
+}
+
+// SnapshotReply is the reply to OpSnapshot.
+type SnapshotReply struct {
+	ID        string    `json:"id"`
+	Seq       int64     `json:"seq"`
+	SizeBytes int64     `json:"size_bytes"`
+	Kept      []string  `json:"kept"`
+	Skipped   []Skipped `json:"skipped"`
+}
+
+// Var describes one variable of the session, the reply to OpVars.
+type Var struct {
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	Shape   string `json:"shape,omitempty"`
+	Len     *int64 `json:"len,omitempty"`
+	Size    int64  `json:"size"`
+	Preview string `json:"preview"`
+}
+
+// VarsReply is the reply to OpVars.
+type VarsReply struct {
+	Vars    []Var    `json:"vars"`
+	Modules []string `json:"modules"`
+	Private []string `json:"private"`
+}
+
+// Skipped names a variable that was not saved or not restored, and why.
+type Skipped struct {
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	Reason string `json:"reason"`
+}

@@ -1,0 +1,24 @@
+// Package history is the record format of a session's executions and the
+// readers and exporters built on it.
+//
+// The runtime agent inside the container appends to
+// /workspace/.runtimectl/history.jsonl through a [Log]: a "start" record
+// when an execution begins, an "end" record when it finishes, and later
+// "state" records (what became of the interpreter state: snapshot saved,
+// failed, restored after a crash) and "note" records. Each line is one
+// JSON object with a "schema" field; every line is written with one write
+// call and fsynced, so a crash can only leave a torn last line, which
+// [Open] repairs.
+//
+// The controller reads the same file (copied out of the volume) with
+// [Parse], which merges the records of each execution into an [Execution],
+// and prints them with [WriteText], [WriteJSON], [WriteIPYNB] (a Jupyter
+// notebook) or [WriteExecutorJSON] (MetaGPT's executor.json).
+//
+// Nothing here is trusted: Parse and Open report lines they cannot read
+// instead of failing, never guess at their content, and never panic
+// (FuzzParse checks that).
+//
+// Imports: the standard library only. No Docker, no cobra; tests may use
+// testify.
+package history

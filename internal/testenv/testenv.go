@@ -1,0 +1,119 @@
+// Package testenv sets up what integration tests need: a Docker engine, the session images
+// built from this repository's Dockerfiles (through the project's own builder), unique session
+// names, and cleanup of everything a test creates. Tests that use it are skipped under
+// `go test -short` only; without -short a missing engine is a failure, not a skip.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runtimectl/runtimectl/images"
+	"github.com/runtimectl/runtimectl/lang"
+	"github.com/runtimectl/runtimectl/session"
+)
+
+var (
+	once     sync.Once
+	setupErr error
+)
+
+// Images builds the python and bash images once per test binary (skipped when their content
+// hash is unchanged).
+func Images(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs Docker (skipped under -short)")
+	}
+	once.Do(func() {
+		os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+		c, err := session.New()
+		if err != nil {
+			setupErr = err
+			return
+		}
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+		defer cancel()
+		var progress io.Writer = io.Discard
+		if os.Getenv("RUNTIMECTL_TEST_VERBOSE") != "" {
+			progress = os.Stderr
+		}
+		for _, n := range lang.Names() {
+			l, _ := lang.Get(n)
+			if _, _, err := c.Images().Build(ctx, images.BuildOptions{Lang: l, Progress: progress}); err != nil {
+				setupErr = fmt.Errorf("build %s image: %w", n, err)
+				return
+			}
+		}
+	})
+	if setupErr != nil {
+		t.Fatalf("integration setup: %v", setupErr)
+	}
+}
+
+// Client returns a session client closed at the end of the test.
+func Client(t testing.TB) *session.Client {
+	t.Helper()
+	Images(t)
+	c, err := session.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Name returns a unique session name derived from the test's name.
+func Name(t testing.TB) string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	base := strings.ToLower(t.Name())
+	base = strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '-'
+	}, base)
+	if len(base) > 40 {
+		base = base[len(base)-40:]
+	}
+	return strings.Trim("t-"+base, "-") + "-" + hex.EncodeToString(b)
+}
+
+// Start starts a session and registers its removal (container and volume) before the test
+// asserts anything.
+func Start(t testing.TB, c *session.Client, spec session.Spec) *session.Session {
+	t.Helper()
+	if spec.Name == "" {
+		spec.Name = Name(t)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = c.Remove(ctx, spec.Name, true)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, _, err := c.Start(ctx, spec)
+	if err != nil {
+		t.Fatalf("start session %s: %v", spec.Name, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Ctx returns a context that ends with the test or after d.
+func Ctx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

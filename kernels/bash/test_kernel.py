@@ -1,0 +1,654 @@
+#!/usr/bin/env python3
+"""Tests for the bash kernel driver (kernel.bash), speaking docs/kernel-protocol.md to it.
+
+Standard library only. Runs on a host with bash 5.x:
+
+    python3 kernels/bash/test_kernel.py            # or: python3 -m unittest -v test_kernel
+
+Each test starts the driver the way the agent does: `bash --noprofile --norc kernel.bash` in its
+own process group, stdin on /dev/null, stdout/stderr pipes, fd 3 (requests), fd 4 (events),
+fd 5 (snapshot stream) and, when restoring, fd 6 (a snapshot data file, RUNTIMECTL_RESTORE_FD=6).
+Requests are encoded as Go's encoding/json does (sorted keys, \\u escapes for <, > and &, and
+ASCII-only output here so that every non-ASCII character arrives as \\uXXXX, surrogate pairs
+included).
+
+KERNEL_BASH=/path/to/kernel.bash and BASH_BIN=/path/to/bash choose another driver or bash.
+"""
+
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KERNEL = os.environ.get("KERNEL_BASH", os.path.join(HERE, "kernel.bash"))
+BASH = os.environ.get("BASH_BIN", "bash")
+TIMEOUT = float(os.environ.get("KERNEL_TEST_TIMEOUT", "20"))
+
+
+def go_json(obj):
+    """json.Marshal: sorted keys, HTML characters escaped; ensure_ascii for \\u coverage."""
+    s = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+class Stream:
+    """Collects what a pipe delivers, from a thread."""
+
+    def __init__(self, fd):
+        self.buf = bytearray()
+        self.cond = threading.Condition()
+        self.eof = False
+        self.fd = fd
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while True:
+            try:
+                b = os.read(self.fd, 65536)
+            except OSError:
+                b = b""
+            with self.cond:
+                if not b:
+                    self.eof = True
+                    self.cond.notify_all()
+                    return
+                self.buf += b
+                self.cond.notify_all()
+
+    def wait_for(self, pred, timeout=TIMEOUT):
+        end = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                r = pred(self.buf)
+                if r is not None:
+                    return r
+                if self.eof:
+                    r = pred(self.buf)
+                    if r is not None:
+                        return r
+                    raise EOFError("stream closed; have %r" % bytes(self.buf[-500:]))
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("timed out; have %r" % bytes(self.buf[-500:]))
+                self.cond.wait(left)
+
+    def take_until(self, marker, timeout=TIMEOUT):
+        """Everything before marker (which is consumed)."""
+
+        def pred(buf):
+            i = buf.find(marker)
+            if i < 0:
+                return None
+            out = bytes(buf[:i])
+            del buf[: i + len(marker)]
+            return out
+
+        return self.wait_for(pred, timeout)
+
+    def take_line(self, timeout=TIMEOUT):
+        return self.take_until(b"\n", timeout)
+
+    def take_n(self, n, timeout=TIMEOUT):
+        def pred(buf):
+            if len(buf) < n:
+                return None
+            out = bytes(buf[:n])
+            del buf[:n]
+            return out
+
+        return self.wait_for(pred, timeout)
+
+
+class Kernel:
+    def __init__(self, restore_data=None, env=None, cwd=None, home=None):
+        self.tmp = tempfile.mkdtemp(prefix="rtk-test-")
+        self.home = home or self.tmp
+        ctrl_r, self.ctrl_w = os.pipe()
+        ev_r, ev_w = os.pipe()
+        snap_r, snap_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        targets = {3: ctrl_r, 4: ev_w, 5: snap_w}
+        e = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": self.home,
+            "LANG": "C.UTF-8",
+            "PAGER": "cat",
+            "RUNTIMECTL_LANG": "bash",
+            "RUNTIMECTL_OUTPUTS": os.path.join(self.tmp, "outputs"),
+        }
+        if restore_data is not None:
+            rpath = os.path.join(self.tmp, "restore.snap")
+            with open(rpath, "wb") as f:
+                f.write(restore_data)
+            targets[6] = os.open(rpath, os.O_RDONLY)
+            e["RUNTIMECTL_RESTORE_FD"] = "6"
+        if env:
+            e.update(env)
+        srcs = dict(targets)
+
+        def preexec():
+            import fcntl
+
+            high = {t: fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for t, fd in srcs.items()}
+            for t, fd in high.items():
+                os.dup2(fd, t, inheritable=True)
+                os.close(fd)
+            os.closerange(7, 1 << 16)  # nothing else leaks in from the test runner
+
+        self.p = subprocess.Popen(
+            [BASH, "--noprofile", "--norc", KERNEL],
+            stdin=subprocess.DEVNULL,
+            stdout=out_w,
+            stderr=err_w,
+            env=e,
+            cwd=cwd or self.home,
+            preexec_fn=preexec,
+            process_group=0,
+            close_fds=False,  # our pipes are non-inheritable; preexec() made 3-6 inheritable
+        )
+        for fd in list(targets.values()) + [out_w, err_w]:
+            os.close(fd)
+        self.out = Stream(out_r)
+        self.err = Stream(err_r)
+        self.ev = Stream(ev_r)
+        self.snap = Stream(snap_r)
+        self.ready = self.event()
+        self.seq = 0
+
+    # -- protocol --
+    def send(self, obj):
+        os.write(self.ctrl_w, (go_json(obj) + "\n").encode())
+
+    def send_raw(self, line):
+        os.write(self.ctrl_w, line)
+
+    def event(self, timeout=TIMEOUT):
+        return json.loads(self.ev.take_line(timeout))
+
+    def exec(self, code, timeout=TIMEOUT, interrupt_after=None):
+        self.seq += 1
+        nonce = secrets.token_hex(16)
+        rid = "r%d" % self.seq
+        self.send({"op": "exec", "id": rid, "seq": self.seq, "code": code, "nonce": nonce})
+        if interrupt_after is not None:
+            time.sleep(interrupt_after)
+            os.killpg(self.p.pid, signal.SIGINT)
+        out = self.out.take_until(nonce.encode(), timeout)
+        err = self.err.take_until(nonce.encode(), timeout)
+        done = self.event(timeout)
+        assert done["op"] == "done" and done["id"] == rid, done
+        return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), done
+
+    def snapshot(self, sid="s1"):
+        self.send({"op": "snapshot", "id": sid})
+        started = self.event()
+        data = b""
+        while True:
+            n = int(self.snap.take_line())
+            if n == 0:
+                break
+            data += self.snap.take_n(n)
+        m = int(self.snap.take_line())
+        manifest = json.loads(self.snap.take_n(m))
+        return started, data, manifest
+
+    def request(self, obj):
+        self.send(obj)
+        return self.event()
+
+    def close(self):
+        try:
+            os.close(self.ctrl_w)
+        except OSError:
+            pass
+        try:
+            rc = self.p.wait(5)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.p.pid, signal.SIGKILL)
+            rc = self.p.wait(5)
+        subprocess.run(["rm", "-rf", self.tmp])
+        return rc
+
+
+class KernelTest(unittest.TestCase):
+    def setUp(self):
+        self.k = Kernel()
+
+    def tearDown(self):
+        self.k.close()
+
+    def ok(self, code, **kw):
+        out, err, done = self.k.exec(code, **kw)
+        self.assertEqual(done["status"], "ok", (code[:300], out[-300:], err[-300:], done))
+        return out, err, done
+
+    # -- basics --
+    def test_ready(self):
+        r = self.k.ready
+        self.assertEqual(r["op"], "ready")
+        self.assertEqual(r["pid"], self.k.p.pid)
+        self.assertEqual(r["restored"], [])
+        self.assertEqual(r["failed"], [])
+        self.assertRegex(r["info"]["interpreter"], r"^bash \d+\.\d+\.\d+$")
+
+    def test_done_event_shape(self):
+        out, err, done = self.k.exec("echo hi")
+        self.assertEqual(out, "hi\n")
+        self.assertEqual(err, "")
+        self.assertEqual(
+            set(done), {"op", "id", "status", "result", "error", "outputs", "changed"}
+        )
+        self.assertIsNone(done["result"])
+        self.assertIsNone(done["error"])
+        self.assertEqual(done["outputs"], [])
+
+    def test_state_persists(self):
+        self.ok("cd /tmp; X=41; f() { echo $((X+1)); }")
+        out, _, _ = self.ok("pwd; f")
+        self.assertEqual(out, "/tmp\n42\n")
+
+    def test_arrays_assoc_aliases_export_options(self):
+        self.ok(
+            "a=(one 'two words' three); declare -A m=([k1]=v1 ['k 2']='v 2');"
+            "alias hello='echo hello-alias'; export EXPORTED=yes; set -o pipefail; shopt -s nullglob"
+        )
+        out, _, _ = self.ok(
+            'echo "${#a[@]} ${a[1]}"; echo "${m[k 2]} ${!m[*]}" | tr " " "\\n" | sort | tr "\\n" " "; echo\n'
+            "hello\n"
+            "bash -c 'echo $EXPORTED'\n"
+            "false | true; echo pipe=$?\n"
+            "shopt -q nullglob && echo nullglob-on\n"
+        )
+        lines = out.splitlines()
+        self.assertEqual(lines[0], "3 two words")
+        self.assertEqual(sorted(lines[1].split()), sorted("2 k 2 k1 v".split()))
+        self.assertEqual(lines[2:], ["hello-alias", "yes", "pipe=1", "nullglob-on"])
+
+    def test_status(self):
+        _, _, done = self.k.exec("false")
+        self.assertEqual(done["status"], "error")
+        self.assertEqual(done["error"], {"name": "ExitStatus", "value": "1", "traceback": ""})
+        _, _, done = self.k.exec("true")
+        self.assertEqual(done["status"], "ok")
+        self.assertIsNone(done["error"])
+        _, _, done = self.k.exec("false\necho after")
+        self.assertEqual(done["status"], "ok")
+        _, _, done = self.k.exec("(exit 7)")
+        self.assertEqual(done["error"]["value"], "7")
+        out, _, done = self.k.exec("echo $?")
+        self.assertEqual(out, "7\n")  # $? of the previous execution, as at a prompt
+        _, err, done = self.k.exec("no_such_command_xyz")
+        self.assertEqual(done["error"]["value"], "127")
+        self.assertIn("no_such_command_xyz", err)
+
+    def test_stdout_stderr_apart(self):
+        out, err, _ = self.ok("echo out1; echo err1 >&2; printf out2; printf err2 >&2")
+        self.assertEqual(out, "out1\nout2")
+        self.assertEqual(err, "err1\nerr2")
+
+    def test_heredoc_and_loops(self):
+        code = (
+            "cat <<'EOF'\n$HOME `not run` \\ \"q\"\nEOF\n"
+            "n=0\nfor i in 1 2 3; do\n  n=$((n + i))\ndone\necho n=$n\n"
+            "while read -r line; do echo \"got $line\"; done <<EOF\nx\ny\nEOF\n"
+            "if [[ $n -gt 5 ]]; then\n  echo big\nelse\n  echo small\nfi\n"
+        )
+        out, _, _ = self.ok(code)
+        self.assertEqual(out, '$HOME `not run` \\ "q"\nn=6\ngot x\ngot y\nbig\n')
+
+    def test_special_characters(self):
+        s = "$ ` \\ \\\\ ' \" é ü 漢字 😀 \t tab \\n \\u0041 <tag> & && || %s %% \x01"
+        code = "cat <<'EOF'\n" + s + "\nEOF\nprintf '%s|' 'a\rb' \"x\\\"y\" $'\\x41'; echo"
+        out, _, _ = self.ok(code)
+        self.assertEqual(out, s + "\n" + 'a\rb|x"y|A|\n')
+        out, _, _ = self.ok("v='😀é'; echo ${#v}; printf '%s' \"$v\" | od -An -tx1 | tr -d ' \\n'; echo")
+        self.assertEqual(out, "2\nf09f9880c3a9\n")
+
+    def test_unicode_escapes_decoded(self):
+        # hand-written JSON: lower/upper-case hex, a pair, a lone surrogate, escaped slash
+        nonce = secrets.token_hex(16)
+        code = r'printf \"%s\\n\" \"\u00e9\u00C9 \ud83d\ude00 \/ \\u0041 \\\\ \u0041\\\"\"; echo \u0027\u005cu0041\u0027 \u0022\u005c\u005c\u0022'
+        line = '{"code":"%s","id":"u1","nonce":"%s","op":"exec","seq":1}\n' % (code, nonce)
+        self.k.send_raw(line.encode())
+        out = self.k.out.take_until(nonce.encode())
+        self.k.err.take_until(nonce.encode())
+        done = self.k.event()
+        self.assertEqual(done["status"], "ok", done)
+        self.assertEqual(out.decode(), 'éÉ 😀 / \\u0041 \\ A"\n\\u0041 \\\n')
+
+    def test_read_gets_eof(self):
+        out, _, done = self.k.exec("read x; echo rc=$? x=[$x]; cat; echo cat-done")
+        self.assertEqual(out, "rc=1 x=[]\ncat-done\n")
+
+    def test_control_fds_hidden(self):
+        out, _, _ = self.ok(
+            "for fd in 3 4 5 6; do if { true >&$fd; } 2>/dev/null; then echo open $fd; fi; done; "
+            "ls /proc/self/fd | sort -n | tr '\\n' ' '; echo"
+        )
+        self.assertNotIn("open", out)
+        fds = out.split()
+        self.assertEqual(fds, ["0", "1", "2", "3"])  # 3 is ls's own directory handle
+
+    def test_interrupt_sleep(self):
+        t = time.monotonic()
+        out, err, done = self.k.exec("echo before; sleep 100; echo after", interrupt_after=0.5)
+        self.assertLess(time.monotonic() - t, 10)
+        self.assertEqual(done["status"], "interrupted", done)
+        self.assertEqual(out, "before\n")
+        out, _, done = self.ok("echo still-alive")
+        self.assertEqual(out, "still-alive\n")
+
+    def test_interrupt_busy_loop(self):
+        out, _, done = self.k.exec("i=0; while true; do i=$((i+1)); done; echo after", interrupt_after=0.5)
+        self.assertEqual(done["status"], "interrupted", done)
+        self.assertNotIn("after", out)
+        out, _, _ = self.ok('echo "alive $((i > 0))"')
+        self.assertEqual(out, "alive 1\n")
+
+    def test_interrupt_inside_function(self):
+        self.ok("f() { sleep 100; echo in-f-after; }; g() { f; echo in-g-after; }")
+        out, _, done = self.k.exec("g; echo top-after", interrupt_after=0.5)
+        self.assertEqual(done["status"], "interrupted", done)
+        self.assertEqual(out, "")
+        out, _, _ = self.ok("echo fine; f() { echo new-f; }; f")
+        self.assertEqual(out, "fine\nnew-f\n")
+
+    def test_sigint_between_executions(self):
+        self.ok("X=1")
+        for _ in range(3):
+            os.killpg(self.k.p.pid, signal.SIGINT)
+            time.sleep(0.1)
+        out, _, done = self.ok("echo $X")
+        self.assertEqual(out, "1\n")
+
+    def test_changed(self):
+        _, _, done = self.k.exec("Y=1")
+        self.assertTrue(done["changed"])
+        _, _, done = self.k.exec("echo hi")
+        self.assertFalse(done["changed"])
+        _, _, done = self.k.exec("false")
+        self.assertFalse(done["changed"])
+        _, _, done = self.k.exec("Y=2")
+        self.assertTrue(done["changed"])
+        _, _, done = self.k.exec("Y=2")
+        self.assertFalse(done["changed"])
+        _, _, done = self.k.exec("cd /")
+        self.assertTrue(done["changed"])
+        _, _, done = self.k.exec("f() { :; }")
+        self.assertTrue(done["changed"])
+        _, _, done = self.k.exec("alias zz=ls")
+        self.assertTrue(done["changed"])
+        _, _, done = self.k.exec("set -o noglob")
+        self.assertTrue(done["changed"])
+        _, _, done = self.k.exec("echo $RANDOM $SECONDS $EPOCHREALTIME $LINENO")
+        self.assertFalse(done["changed"])
+
+    def test_exit(self):
+        self.k.send({"op": "exec", "id": "x", "seq": 1, "code": "echo bye; exit 3", "nonce": "0" * 32})
+        self.assertEqual(self.k.p.wait(TIMEOUT), 3)
+
+    def test_unknown_op_and_vars(self):
+        ev = self.k.request({"op": "frobnicate", "id": "q1"})
+        self.assertEqual(ev, {"op": "error", "id": "q1", "message": "unknown op frobnicate"})
+        self.ok(
+            "s='hello world'; declare -i n=42; arr=(a b c); declare -A m=([x]=1 [y]=2); "
+            "export E1=e; f() { echo f; }"
+        )
+        ev = self.k.request({"op": "vars", "id": "q2"})
+        self.assertEqual(ev["op"], "vars")
+        self.assertEqual(ev["id"], "q2")
+        self.assertEqual(ev["modules"], [])
+        v = {x["name"]: x for x in ev["vars"]}
+        self.assertEqual(set(v), {"s", "n", "arr", "m", "E1", "f"})
+        self.assertEqual(v["s"], {"name": "s", "type": "string", "len": 11, "size": 11, "preview": "hello world"})
+        self.assertEqual(v["n"]["type"], "integer")
+        self.assertEqual(v["arr"]["type"], "array")
+        self.assertEqual(v["arr"]["len"], 3)
+        self.assertEqual(v["m"]["type"], "assoc")
+        self.assertEqual(v["m"]["len"], 2)
+        self.assertEqual(v["f"]["type"], "function")
+        self.assertIn("echo f", v["f"]["preview"])
+
+    def test_errors_do_not_kill(self):
+        # at a terminal these end the command line, not the shell
+        _, err, done = self.k.exec("echo ${undefined_var:?it is unset}; echo not-here")
+        self.assertEqual(done["status"], "error")
+        self.assertIn("it is unset", err)
+        _, err, done = self.k.exec("set -u; echo $undefined_var; echo not-here")
+        self.assertEqual(done["status"], "error")
+        self.assertIn("unbound variable", err)
+        out, err, done = self.k.exec("echo still")
+        self.assertEqual(out, "still\n")
+        self.assertEqual(err, "")
+        self.ok("set +u")
+        _, err, done = self.k.exec("if then fi")
+        self.assertEqual(done["status"], "error")
+        self.assertIn("syntax error", err)
+        self.ok("echo ok")
+
+    def test_break_continue_return_at_top_level(self):
+        out, _, done = self.k.exec("echo a; break; echo b")
+        self.assertEqual(out, "a\n")
+        out, _, done = self.k.exec("echo c; continue; echo d")
+        self.assertEqual(out, "c\n")
+        out, _, done = self.k.exec("echo e; break 5; echo f")
+        self.assertEqual(out, "e\n")
+        out, _, done = self.k.exec("echo g; return 4; echo h")
+        self.assertEqual(out, "g\n")
+        self.assertEqual(done["error"]["value"], "4")
+        out, _, done = self.ok("for i in 1 2 3; do [[ $i == 2 ]] && break; echo $i; done; echo loop-done")
+        self.assertEqual(out, "1\nloop-done\n")
+
+    def test_options_do_not_leak_into_driver(self):
+        out, err, done = self.k.exec("set -x; echo traced")
+        self.assertEqual(out, "traced\n")
+        # commands of a sourced file are traced one level deep, as `source` does at a prompt
+        self.assertEqual(err, "++ echo traced\n")
+        out, err, done = self.k.exec("echo again")
+        self.assertEqual(err, "++ echo again\n")
+        self.ok("set +x")
+        _, err, _ = self.ok("echo quiet")
+        self.assertEqual(err, "")
+        # errexit: the failing command ends the shell, as at a terminal prompt
+        self.ok("set -e; set -o noclobber; shopt -s nocasematch failglob; IFS=:")
+        out, err, done = self.k.exec("[[ -f /nonexistent ]] && echo yes; echo after")
+        self.assertEqual(out, "after\n")
+        out, _, done = self.ok("[[ ABC == abc ]] && echo nocase; echo \"$-\"")
+        self.assertIn("nocase", out)
+        self.assertIn("e", out.splitlines()[1])
+        _, _, done = self.k.exec("! true")
+        self.assertEqual(done["status"], "error")
+        self.ok("set +e")
+
+    def test_exec_redirection_and_background(self):
+        out, _, done = self.ok("exec 7>/dev/null; echo x >&7; echo visible")
+        self.assertEqual(out, "visible\n")
+        out, _, done = self.ok("sleep 0.2 & wait; echo waited")
+        self.assertEqual(out, "waited\n")
+
+    def test_large_code(self):
+        body = "".join("echo line%d '<&>' \\\\ \"é\"\n" % i for i in range(3000))
+        out, _, done = self.ok(body)
+        self.assertEqual(out.count("\n"), 3000)
+        self.assertTrue(out.endswith('line2999 <&> \\ é\n'), out[-100:])
+
+    def test_code_b64(self):
+        import base64
+
+        nonce = secrets.token_hex(16)
+        code = "echo b64 'é'\n"
+        self.k.send({"op": "exec", "id": "b", "seq": 1, "code": code,
+                     "code_b64": base64.b64encode(code.encode()).decode(), "nonce": nonce})
+        out = self.k.out.take_until(nonce.encode())
+        self.k.err.take_until(nonce.encode())
+        self.assertEqual(self.k.event()["status"], "ok")
+        self.assertEqual(out.decode(), "b64 é\n")
+
+    def test_malformed_request(self):
+        self.k.send_raw(b"this is not json\n")
+        ev = self.k.event()
+        self.assertEqual(ev["op"], "error")
+        self.ok("echo fine")
+
+
+class SnapshotTest(unittest.TestCase):
+    def setUp(self):
+        self.home = tempfile.mkdtemp(prefix="rtk-home-")
+
+    def tearDown(self):
+        subprocess.run(["rm", "-rf", self.home])
+
+    def kernel(self, **kw):
+        return Kernel(home=self.home, **kw)
+
+    SETUP = r"""
+mkdir -p "$HOME/wd dir"; cd "$HOME/wd dir"
+S='multi
+line $x `y` \ "q" é 😀'
+declare -i I=7
+A=(1 "two words" $'tab\there')
+declare -A M=([one]=1 ['two words']=2 [$'nl\nkey']=3)
+export EXP=exported-value
+declare -r RO=readonly-value
+declare -l LOW=MiXeD
+f() { echo "f:$S" | head -1; }
+g() { local -a x=(1 2); [[ ${x[1]} == +(2) ]] && echo g-extglob; }
+export -f f
+alias ll='echo ll-alias'
+shopt -s extglob nullglob
+set -o pipefail
+set -o noclobber
+unset PAGER
+"""
+
+    CHECK = r"""
+pwd
+printf '%s\n' "$S"
+echo "I=$I $((I*2))"
+echo "${#A[@]} ${A[1]} ${A[2]}"
+for k in one 'two words' $'nl\nkey'; do printf '[%s]=%s ' "$k" "${M[$k]}"; done; echo
+bash -c 'echo "child sees $EXP"; f'
+echo "RO=$RO"; (RO=x) 2>/dev/null || echo ro-still
+echo "$LOW"
+f; g
+ll
+shopt -q extglob && shopt -q nullglob && echo shopts-on
+[[ -o pipefail && -o noclobber ]] && echo sets-on
+echo "PAGER=${PAGER-unset}"
+"""
+
+    def test_snapshot_restore(self):
+        k = self.kernel()
+        try:
+            out, err, done = k.exec(self.SETUP)
+            self.assertEqual(done["status"], "ok", (out, err))
+            expected, err, done = k.exec(self.CHECK)
+            self.assertEqual(err, "")
+            started, data, manifest = k.snapshot("snap-1")
+            self.assertEqual(started, {"op": "snapshot_started", "id": "snap-1", "pid": k.p.pid})
+            self.assertTrue(manifest["ok"])
+            self.assertIsNone(manifest["error"])
+            self.assertEqual(manifest["id"], "snap-1")
+            self.assertEqual(manifest["format"], "bash-state-v1")
+            self.assertEqual(manifest["skipped"], [])
+            self.assertRegex(manifest["info"]["interpreter"], r"^bash \d")
+            for name in ("S", "I", "A", "M", "EXP", "RO", "LOW", "f", "g"):
+                self.assertIn(name, manifest["kept"])
+            for name in manifest["kept"]:
+                self.assertFalse(name.startswith("__rt_"), name)
+                self.assertNotIn(name, ("BASH_VERSINFO", "RANDOM", "PPID", "_", "HOSTNAME"))
+            self.assertNotIn(b"__rt_", data.replace(b"__rt_cwd_failed", b""))
+            # snapshot twice in a row: same bytes, kernel still fine
+            _, data2, _ = k.snapshot("snap-2")
+            self.assertEqual(data, data2)
+            k.exec("echo still")
+        finally:
+            k.close()
+        k2 = self.kernel(restore_data=data)
+        try:
+            self.assertEqual(k2.ready["failed"], [])
+            self.assertEqual(sorted(k2.ready["restored"]), sorted(manifest["kept"]))
+            out, err, done = k2.exec(self.CHECK)
+            self.assertEqual(err, "")
+            self.assertEqual(out, expected)
+            self.assertIn("wd dir", out.splitlines()[0])
+            self.assertIn("child sees exported-value", out)
+            self.assertIn("PAGER=unset", out)
+            # the restored state is the same state: no change reported
+            _, _, done = k2.exec("echo hi")
+            self.assertFalse(done["changed"])
+            _, data3, _ = k2.snapshot("snap-3")
+            self.assertEqual(data3, data)
+        finally:
+            k2.close()
+
+    def test_restore_errexit_xtrace_state(self):
+        k = self.kernel()
+        try:
+            k.exec("set -eux; Z=1")
+            _, data, _ = k.snapshot()
+        finally:
+            k.close()
+        k2 = self.kernel(restore_data=data)
+        try:
+            out, err, done = k2.exec("echo $Z")
+            self.assertEqual(out, "1\n")
+            self.assertEqual(err, "++ echo 1\n")
+            self.assertEqual(k2.ready["failed"], [])
+        finally:
+            k2.close()
+
+    def test_restore_missing_cwd(self):
+        d = tempfile.mkdtemp(prefix="rtk-gone-")
+        k = self.kernel()
+        try:
+            k.exec("cd %s; W=1" % d)
+            _, data, _ = k.snapshot()
+        finally:
+            k.close()
+        os.rmdir(d)
+        k2 = self.kernel(restore_data=data)
+        try:
+            self.assertEqual([f["name"] for f in k2.ready["failed"]], ["cwd"])
+            out, _, _ = k2.exec("echo $W")
+            self.assertEqual(out, "1\n")
+        finally:
+            k2.close()
+
+    def test_restore_garbage(self):
+        k = self.kernel(restore_data=b"\x80\x01 not a snapshot")
+        try:
+            self.assertEqual(k.ready["restored"], [])
+            self.assertEqual(len(k.ready["failed"]), 1)
+            out, _, _ = k.exec("echo ok")
+            self.assertEqual(out, "ok\n")
+        finally:
+            k.close()
+
+    def test_snapshot_large(self):
+        k = self.kernel()
+        try:
+            k.exec("big=(); for ((i=0;i<20000;i++)); do big+=(\"item $i\"); done; s=$(head -c 300000 /dev/zero | tr '\\0' x)")
+            _, data, manifest = k.snapshot()
+            self.assertGreater(len(data), 300000)
+        finally:
+            k.close()
+        k2 = self.kernel(restore_data=data)
+        try:
+            out, _, _ = k2.exec("echo ${#big[@]} ${big[19999]} ${#s}")
+            self.assertEqual(out, "20000 item 19999 300000\n")
+        finally:
+            k2.close()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,1142 @@
+# runtimectl Python kernel driver: one persistent interpreter driven by `runtime-agent serve`.
+#
+# The contract is docs/kernel-protocol.md. In short: fd 0 is /dev/null, fds 1/2 are the output
+# pipes, JSON-line requests arrive on fd 3, JSON-line events leave on fd 4 (one os.write each),
+# snapshots are streamed on fd 5 by a forked child, and fd 6 (RUNTIMECTL_RESTORE_FD) carries a
+# snapshot to load at start-up. Stdlib only (+ dill, imported lazily when user functions or
+# classes must be pickled by value); numpy/pandas/matplotlib are only touched when the user code
+# imported them.
+#
+# Namespace: the user's code runs in a fresh module object installed as sys.modules["__main__"]
+# (so user functions and classes have __module__ == "__main__"). This file, which Python starts
+# as "__main__", renames itself to "_runtimectl_kernel" before defining anything, so none of the
+# driver's names, functions or state live in the user's namespace.
+#
+# Snapshot stream on fd 5 (what the Go agent reads), written by a forked child:
+#
+#   chunk   := DECIMAL_LENGTH "\n" BYTES          (ASCII length, then exactly that many bytes)
+#   pass    := data-chunk* "0\n" manifest-chunk
+#   stream  := pass                                 normal case (manifest "ok": true or false)
+#            | pass(retry) pass                     the first pass failed part-way
+#
+#   A manifest is a JSON object: {"id","ok","error","format":"python-pickle5","kept","skipped",
+#   "info":{"interpreter","pickler"},"bytes","seconds"} ("bytes" = data bytes of this pass without
+#   framing). The data of a pass is two pickles one after the other: a small header
+#   {"version":1,"names":[...],"types":{...},"modules":{alias: module name},"sources":{...}}
+#   and then the {name: value} dict of the variables, pickled in ONE pass (shared references
+#   stay shared). Fast path: that pass goes straight to fd 5. If it raises (a variable that only
+#   turns out to be unpicklable deep inside), the child ends that pass with "0\n" and a manifest
+#   {"ok": false, "retry": true, "error": "...", "skipped": [the culprits found]} -- the agent
+#   must DISCARD the data of that pass -- and at once writes a second, complete pass (data
+#   chunks, "0\n", final manifest) without the variables that fail when each is pickled alone
+#   into a null sink. There is at most one retry: the manifest after a retry never has
+#   "retry": true. A failure of the second pass gives a final manifest with "ok": false.
+#   When the time budget (RUNTIMECTL_SNAPSHOT_BUDGET seconds, default 300) runs out, the child
+#   ends the current pass with "0\n" and {"ok": false, "error": "...budget..."} (no retry); if
+#   even that cannot be written in 30 more seconds the child dies and the agent sees the pid go.
+#   Restore (fd 6) reads the data of the last pass only (the bytes of its data chunks).
+
+if __name__ == "__main__":
+    # Run as a script: take this module out of "__main__" before anything is defined in it.
+    import sys as _sys
+    __name__ = "_runtimectl_kernel"
+    _sys.modules[__name__] = _sys.modules["__main__"]
+    _RUN_AS_SCRIPT = True
+    del _sys
+else:
+    _RUN_AS_SCRIPT = False
+
+import ast
+import builtins
+import io
+import json
+import linecache
+import os
+import select
+import signal
+import sys
+import time
+import traceback
+import types
+
+REQ_FD, EVT_FD, SNAP_FD = 3, 4, 5
+CO_COROUTINE = 0x0080          # inspect.CO_COROUTINE, without importing inspect
+MAX_TEXT = 1_000_000           # cap for result / error text in one event
+PREVIEW_LEN = 80
+SYSTEM_NAMES = frozenset(("__name__", "__doc__", "__package__", "__loader__", "__spec__",
+                          "__builtins__", "__annotations__", "__file__", "__cached__"))
+FORMAT = "python-pickle5"
+
+
+def _python_version():
+    return "Python %d.%d.%d" % sys.version_info[:3]
+
+
+def _dill_version():
+    """dill's version without importing dill (the import costs ~150 ms)."""
+    mod = sys.modules.get("dill")
+    if mod is not None:
+        return getattr(mod, "__version__", "?")
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("dill")
+        if spec is None or not spec.origin:
+            return None
+        with open(os.path.join(os.path.dirname(spec.origin), "__info__.py"), encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("__version__"):
+                    return line.split("=", 1)[1].strip().strip("'\"")
+    except Exception:
+        pass
+    return "?"
+
+
+def _info():
+    dv = _dill_version()
+    return {"interpreter": _python_version(),
+            "pickler": "pickle protocol 5" + (" + dill %s" % dv if dv else " (dill missing)")}
+
+
+def _tname(v):
+    """Type name: plain for builtins ("generator"), module-qualified otherwise."""
+    t = type(v)
+    mod = getattr(t, "__module__", None)
+    qn = getattr(t, "__qualname__", None) or t.__name__
+    return qn if mod in (None, "builtins") else "%s.%s" % (mod, qn)
+
+
+def _cap(s, n=MAX_TEXT):
+    if s is not None and len(s) > n:
+        return s[:n] + "... [%d more characters]" % (len(s) - n)
+    return s
+
+
+def _write_all(fd, data):
+    mv = memoryview(data)
+    if mv.ndim != 1 or mv.format != "B":
+        mv = mv.cast("B")
+    while mv:
+        n = os.write(fd, mv)
+        mv = mv[n:]
+
+
+class _FdWriter(io.RawIOBase):
+    """Raw unbuffered writer on a file descriptor that loops until every byte is out."""
+
+    def __init__(self, fd):
+        super().__init__()
+        self._fd = fd
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        return self._fd
+
+    def isatty(self):
+        return False
+
+    def write(self, b):
+        mv = memoryview(b)
+        n = mv.nbytes
+        _write_all(self._fd, mv)
+        return n
+
+    def close(self):  # never close fds 1/2 under the agent's feet
+        pass
+
+
+def _text_stream(fd):
+    return io.TextIOWrapper(_FdWriter(fd), encoding="utf-8", errors="backslashreplace",
+                            write_through=True, line_buffering=False)
+
+
+class _SnapshotTimeout(BaseException):
+    pass
+
+
+class _StreamBroken(BaseException):
+    pass
+
+
+class _ChunkWriter:
+    """File-like target for the pickler: every write() becomes one fd-5 chunk."""
+
+    SMALL = 1 << 18
+
+    def __init__(self, fd, stop_at=None):
+        self.fd = fd
+        self.stop_at = stop_at  # time.monotonic() deadline, checked between partial writes
+        self.in_write = False
+        self.bytes = 0
+        self.head = None        # header of the chunk being written, while one is
+        self.total = 0          # len(header) + payload of that chunk
+        self.done = 0           # bytes of it already out
+
+    def _put(self, data):
+        mv = memoryview(data)
+        if mv.ndim != 1 or mv.format != "B":
+            mv = mv.cast("B")
+        self.in_write = True
+        try:
+            while mv:
+                if self.stop_at is not None and time.monotonic() >= self.stop_at:
+                    raise _SnapshotTimeout()
+                try:
+                    n = os.write(self.fd, mv)
+                except BlockingIOError:
+                    wait = 0.5
+                    if self.stop_at is not None:
+                        wait = max(0.0, min(wait, self.stop_at - time.monotonic()))
+                    select.select([], [self.fd], [], wait)
+                    continue
+                except OSError as e:
+                    raise _StreamBroken(str(e))
+                self.done += n
+                mv = mv[n:]
+        finally:
+            self.in_write = False
+
+    def write(self, b):
+        mv = memoryview(b)
+        if mv.ndim != 1 or mv.format != "B":
+            mv = mv.cast("B")
+        n = mv.nbytes
+        if n == 0:          # a zero-length chunk would read as the terminator
+            return 0
+        head = b"%d\n" % n
+        self.head, self.total, self.done = head, len(head) + n, 0
+        if n <= self.SMALL:
+            self._put(head + mv.tobytes())
+        else:               # large pickle-5 buffers: no copy, write the memoryview itself
+            self._put(head)
+            self._put(mv)
+        self.head = None
+        self.bytes += n
+        return n
+
+    def complete_chunk(self):
+        """After an interruption mid-chunk: finish that chunk (zero padding) so the framing
+        stays intact; the pass is then ended with an "ok": false manifest anyway."""
+        if self.head is None:
+            return
+        head, total, done = self.head, self.total, self.done
+        self.head = None
+        if done < len(head):
+            self._put(head[done:])
+            done = len(head)
+        left = total - done
+        zeros = bytes(min(left, 1 << 20))
+        while left > 0:
+            k = min(left, len(zeros))
+            self._put(zeros[:k])
+            left -= k
+
+    def end(self, manifest):
+        self.complete_chunk()
+        data = json.dumps(manifest, ensure_ascii=True).encode()
+        self._put(b"0\n" + b"%d\n" % len(data) + data)
+
+
+class _NullSink:
+    def write(self, b):
+        return 0
+
+
+class _BadModule(Exception):
+    pass
+
+
+def _user_dumper():
+    """A pickle.Pickler subclass whose reducer_override sends session-defined functions and
+    classes (__module__ == "__main__") through dill; everything else uses the C pickler."""
+    import pickle
+    FunctionType = types.FunctionType
+
+    class P(pickle.Pickler):
+        def reducer_override(self, obj):
+            if (type(obj) is FunctionType or isinstance(obj, type)) and \
+                    getattr(obj, "__module__", None) == "__main__":
+                enum = sys.modules.get("enum")
+                if enum is not None and isinstance(obj, enum.EnumMeta):
+                    r = _enum_reduce(obj)
+                    if r is not None:
+                        return r
+                blob, refs = _dill_dumps(obj)
+                ref = _main_reference(blob)
+                if ref is not None:
+                    # e.g. Enum classes with dill 0.3.6: by name, so a restore could not find it
+                    raise pickle.PicklingError(
+                        "cannot pickle %s %r by value: dill stores __main__.%s by name" % (
+                            "class" if isinstance(obj, type) else "function",
+                            getattr(obj, "__qualname__", "?"), ref))
+                if refs:
+                    return (_dill_load, (blob, refs))
+                import dill
+                return (dill.loads, (blob,))
+            return NotImplemented
+    return P
+
+
+def _enum_reduce(cls):
+    """A session Enum class without methods of its own, rebuilt through the functional API
+    (dill 0.3.6 can only pickle Enum classes by name)."""
+    bases = cls.__bases__
+    if len(bases) != 1 or not isinstance(bases[0], type(cls)) or bases[0].__module__ == "__main__" \
+            or type(cls).__module__ != "enum":
+        return None
+    prefix = cls.__qualname__ + "."
+    for v in cls.__dict__.values():
+        f = getattr(v, "__func__", v)
+        if isinstance(v, property):
+            f = v.fget
+        if getattr(f, "__qualname__", "").startswith(prefix):
+            return None         # methods: not supported here
+    members = [(name, m._value_) for name, m in cls.__members__.items()]
+    return (_make_enum, (bases[0], cls.__name__, cls.__qualname__, members, cls.__doc__))
+
+
+def _make_enum(base, name, qualname, members, doc):
+    cls = base(name, members, module="__main__", qualname=qualname)
+    if doc is not None:
+        cls.__doc__ = doc
+    return cls
+
+
+def _dill_dumps(obj):
+    """dill-pickle a session function or class by value. Base classes and the metaclass of a
+    class that are themselves session classes are not copied into the blob: they are handed
+    back as `refs` (persistent ids), so the outer pickler stores them once and a restored
+    subclass keeps the very same base class object as the namespace (isinstance works).
+    Inheritance is acyclic, so this never recurses forever."""
+    import dill
+    _fix_dill_main()
+    refs = []
+    externals = {}
+    if isinstance(obj, type):
+        for c in list(obj.__mro__[1:]) + [type(obj)]:
+            if getattr(c, "__module__", None) == "__main__" and c is not obj:
+                externals[id(c)] = c
+
+    def persistent_id(o):
+        if externals and id(o) in externals and externals[id(o)] is o:
+            for i, r in enumerate(refs):
+                if r is o:
+                    return i
+            refs.append(o)
+            return len(refs) - 1
+        return None
+
+    f = io.BytesIO()
+    p = dill.Pickler(f, protocol=4, byref=False, recurse=False)
+    if externals:       # an instance attribute: dill checks its pickler's class module
+        p.persistent_id = persistent_id
+    p.dump(obj)
+    return f.getvalue(), tuple(refs)
+
+
+def _dill_load(blob, refs):
+    """Counterpart of _dill_dumps (referenced by name from snapshots)."""
+    import dill
+    _fix_dill_main()
+    u = dill.Unpickler(io.BytesIO(blob))
+    u.persistent_load = lambda pid: refs[pid]
+    return u.load()
+
+
+def _main_reference(blob):
+    """The name of the first object that a pickle refers to as `__main__.<name>`, or None.
+    (dill's own reference to the namespace itself is `__builtin__.__main__`, which is fine.)"""
+    if b"__main__" not in blob:
+        return None
+    import pickletools
+    pushed, memo = [], {}
+    for op, arg, _ in pickletools.genops(blob):
+        name = op.name
+        if name == "GLOBAL":
+            mod, _, attr = arg.partition(" ")
+            if mod == "__main__":
+                return attr
+            pushed.append(None)
+        elif name == "STACK_GLOBAL":
+            if len(pushed) >= 2 and pushed[-2] == "__main__":
+                return pushed[-1]
+            pushed.append(None)
+        elif name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE"):
+            pushed.append(arg)
+        elif name == "MEMOIZE":
+            memo[len(memo)] = pushed[-1] if pushed else None
+        elif name in ("BINPUT", "LONG_BINPUT", "PUT"):
+            memo[arg] = pushed[-1] if pushed else None
+        elif name in ("BINGET", "LONG_BINGET", "GET"):
+            pushed.append(memo.get(arg))
+        elif name not in ("PROTO", "FRAME", "STOP", "MARK", "POP", "POP_MARK"):
+            pushed.append(None)
+        if len(pushed) > 64:
+            del pushed[:32]
+    return None
+
+
+def _fix_dill_main():
+    """dill binds `import __main__` at its import; make sure that is the user's namespace."""
+    d = sys.modules.get("dill._dill")
+    main = sys.modules.get("__main__")
+    if d is not None and main is not None and getattr(d, "_main_module", None) is not main:
+        d._main_module = main
+
+
+def _prefilter_reason(v):
+    """Types known to be unpicklable: skip them without trying."""
+    t = type(v)
+    if t in (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType,
+             types.FrameType, types.TracebackType):
+        return True
+    mods = sys.modules
+    th = mods.get("_thread")
+    if th is not None and (t is th.LockType or t is getattr(th, "RLock", None)):
+        return True
+    threading = mods.get("threading")
+    if threading is not None and isinstance(v, (threading.Thread,)):
+        return True
+    if isinstance(v, io.IOBase) and not isinstance(v, (io.BytesIO, io.StringIO)):
+        return True
+    sock = mods.get("socket")
+    if sock is not None and isinstance(v, sock.socket):
+        return True
+    mm = mods.get("mmap")
+    if mm is not None and isinstance(v, mm.mmap):
+        return True
+    sp = mods.get("subprocess")
+    if sp is not None and isinstance(v, sp.Popen):
+        return True
+    import weakref
+    if isinstance(v, (weakref.ReferenceType, weakref.ProxyType, weakref.CallableProxyType)):
+        return True
+    return False
+
+
+def _reason(e):
+    s = str(e) or type(e).__name__
+    if isinstance(e, RecursionError):
+        s = "RecursionError: " + s
+    return _cap(s, 500)
+
+
+class Kernel:
+    def __init__(self):
+        self.pid = os.getpid()
+        self.children = set()
+        self.executing = False
+        self.flags = 0
+        self.loop = None
+        self.counter = 0
+        self.libc_fflush = False
+        self.outputs_dir = os.environ.get("RUNTIMECTL_OUTPUTS") or "/workspace/outputs"
+        try:
+            self.budget = int(os.environ.get("RUNTIMECTL_SNAPSHOT_BUDGET") or 300)
+        except ValueError:
+            self.budget = 300
+        self.inbuf = b""
+        self.info = None
+
+    # ----------------------------------------------------------------- setup
+    def setup(self):
+        self.sigint = self._on_sigint        # one bound-method object, compared by identity
+        signal.signal(signal.SIGINT, self.sigint)
+        for fd in (REQ_FD, EVT_FD, SNAP_FD):
+            try:
+                os.set_inheritable(fd, False)
+            except OSError:
+                pass
+        # Output: unbuffered text streams straight on fds 1 and 2.
+        for s in (sys.stdout, sys.stderr):
+            try:
+                s.flush()
+            except Exception:
+                pass
+        self.out = _text_stream(1)
+        self.err = _text_stream(2)
+        sys.stdout = sys.__stdout__ = self.out
+        sys.stderr = sys.__stderr__ = self.err
+        self._reset_stdin()
+        os.environ.setdefault("MPLBACKEND", "Agg")
+        # Interactive-like interpreter: imports from the working directory, not from here.
+        here = os.path.dirname(os.path.abspath(__file__))
+        if sys.path and sys.path[0] and os.path.abspath(sys.path[0]) == here:
+            sys.path[0] = ""
+        elif "" not in sys.path:
+            sys.path.insert(0, "")
+        sys.argv = [""]
+        # The user's namespace.
+        self.main = types.ModuleType("__main__")
+        self.main.__dict__["__builtins__"] = builtins
+        sys.modules["__main__"] = self.main
+        self.ns = self.main.__dict__
+        self.info = _info()
+
+    def _reset_stdin(self):
+        try:
+            stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8",
+                                     errors="backslashreplace")
+        except OSError:
+            stdin = io.TextIOWrapper(io.BytesIO(b""), encoding="utf-8")
+        sys.stdin = sys.__stdin__ = stdin
+
+    def _on_sigint(self, signum, frame):
+        # Only user code gets a KeyboardInterrupt; between executions SIGINT is harmless.
+        if self.executing:
+            raise KeyboardInterrupt
+
+    def call_user(self, fn, *args, **kwargs):
+        """Run user code with SIGINT turned into KeyboardInterrupt."""
+        if signal.getsignal(signal.SIGINT) is not self.sigint:
+            signal.signal(signal.SIGINT, self.sigint)
+        self.executing = True
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.executing = False
+
+    # ----------------------------------------------------------------- I/O
+    def event(self, obj):
+        data = (json.dumps(obj, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
+        _write_all(EVT_FD, data)
+
+    def note(self, text):
+        try:
+            _write_all(2, ("runtimectl: %s\n" % text).encode("utf-8", "backslashreplace"))
+        except OSError:
+            pass
+
+    def read_request(self):
+        while True:
+            i = self.inbuf.find(b"\n")
+            if i >= 0:
+                line, self.inbuf = self.inbuf[:i], self.inbuf[i + 1:]
+                if line.strip():
+                    return line
+                continue
+            self.reap()
+            if self.children:
+                # A snapshot child is running: wake up now and then to reap it promptly.
+                try:
+                    r, _, _ = select.select([REQ_FD], [], [], 0.1)
+                except InterruptedError:
+                    continue
+                if not r:
+                    continue
+            data = os.read(REQ_FD, 1 << 20)
+            if not data:
+                return None
+            self.inbuf += data
+
+    def reap(self):
+        for pid in list(self.children):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            except OSError:
+                continue
+            if done:
+                self.children.discard(pid)
+
+    # ----------------------------------------------------------------- main loop
+    def serve(self):
+        restored, failed = [], []
+        rfd = os.environ.pop("RUNTIMECTL_RESTORE_FD", None)
+        if rfd:
+            restored, failed = self.restore(rfd)
+        self.event({"op": "ready", "pid": self.pid, "restored": restored, "failed": failed,
+                    "info": self.info})
+        while True:
+            try:
+                line = self.read_request()
+            except KeyboardInterrupt:
+                continue
+            if line is None:
+                break
+            try:
+                req = json.loads(line)
+                if not isinstance(req, dict):
+                    raise ValueError("request is not a JSON object")
+            except Exception as e:
+                self.event({"op": "error", "id": None, "error": "bad request: %s" % e})
+                continue
+            op = req.get("op")
+            try:
+                if op == "exec":
+                    self.handle_exec(req)
+                elif op == "snapshot":
+                    self.handle_snapshot(req)
+                elif op == "vars":
+                    self.handle_vars(req)
+                else:
+                    self.event({"op": "error", "id": req.get("id"), "error": "unknown op %r" % (op,)})
+            except KeyboardInterrupt:
+                continue
+            except OSError as e:
+                if getattr(e, "errno", None) in (32, 9):     # EPIPE/EBADF on fd 4: agent gone
+                    break
+                self.note("internal error: %s" % traceback.format_exc())
+            except Exception as e:
+                self.note("internal error: %s" % traceback.format_exc())
+                try:
+                    self.event({"op": "error", "id": req.get("id"), "error": "%s: %s" % (
+                        type(e).__name__, e)})
+                except OSError:
+                    break
+        self.flush_all()
+        os._exit(0)
+
+    # ----------------------------------------------------------------- exec
+    def fingerprint(self):
+        return {k: id(v) for k, v in list(self.ns.items())}
+
+    def handle_exec(self, req):
+        self.reap()
+        rid = req.get("id")
+        code = req.get("code") or ""
+        nonce = str(req.get("nonce") or "")
+        seq = req.get("seq")
+        if not isinstance(seq, int):
+            self.counter += 1
+            seq = self.counter
+        filename = "<exec-%s>" % seq
+        status, result, error, outputs, changed = "ok", None, None, [], True
+        try:
+            status, result, error, value, changed = self.run_code(code, filename)
+            outputs = self.save_outputs(seq, value)
+            value = None
+        except KeyboardInterrupt:            # a late SIGINT in driver code: harmless
+            pass
+        except BaseException as e:           # driver bug: report, never die
+            if os.getpid() != self.pid:
+                os._exit(1)
+            self.note("internal error: %s" % traceback.format_exc())
+            status, error = "error", {"name": type(e).__name__, "value": str(e), "traceback": ""}
+        self.flush_all()
+        try:
+            _write_all(1, nonce.encode("ascii", "replace"))
+            _write_all(2, nonce.encode("ascii", "replace"))
+        except OSError:
+            pass
+        self.event({"op": "done", "id": rid, "status": status, "result": result,
+                    "error": error, "outputs": outputs, "changed": changed})
+
+    def run_code(self, code, filename):
+        linecache.cache[filename] = (len(code), None, code.splitlines(True) or ["\n"], filename)
+        base = self.flags | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        try:
+            tree = compile(code, filename, "exec", base | ast.PyCF_ONLY_AST, dont_inherit=True)
+            body = list(tree.body)
+            last = body.pop() if body and isinstance(body[-1], ast.Expr) else None
+            mod_code = compile(ast.Module(body=body, type_ignores=[]), filename, "exec",
+                               base, dont_inherit=True) if body else None
+            expr_code = compile(ast.Expression(body=last.value), filename, "eval",
+                                base, dont_inherit=True) if last is not None else None
+        except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as e:
+            tb = "".join(traceback.format_exception_only(type(e), e))
+            self.note_raw(tb)
+            return "error", None, {"name": type(e).__name__, "value": _cap(str(e)),
+                                   "traceback": _cap(tb)}, None, False
+        for c in (mod_code, expr_code):
+            if c is not None:
+                self._learn_future(c)
+
+        before = self.fingerprint()
+        status, result, error, value, exc = "ok", None, None, None, None
+        try:
+            if mod_code is not None:
+                self.call_user(self._run, mod_code)
+            if expr_code is not None:
+                value = self.call_user(self._run, expr_code)
+                if value is not None:
+                    result = _cap(self.call_user(repr, value))
+        except KeyboardInterrupt as e:
+            status, exc = "interrupted", e
+        except BaseException as e:           # SystemExit included: the kernel survives it
+            status, exc = "error", e
+        self._after_user_code()
+        if exc is not None:
+            value = None
+            tb = self._user_tb(exc.__traceback__)
+            exc.__traceback__ = tb
+            try:
+                text = "".join(traceback.format_exception(type(exc), exc, tb))
+            except BaseException:
+                text = "%s: <traceback could not be formatted>\n" % type(exc).__name__
+            self.note_raw(text)
+            try:
+                val = str(exc)
+            except BaseException:
+                val = "<str() failed>"
+            error = {"name": type(exc).__name__, "value": _cap(val), "traceback": _cap(text)}
+            sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
+        after = self.fingerprint()
+        changed = True
+        if before == after:
+            if not tree.body:
+                changed = False
+            elif self._only_inert_exprs(tree):
+                changed = False
+            elif exc is not None and self._raised_in_first(exc, tree, filename):
+                changed = False
+        exc = None
+        return status, result, error, value, changed
+
+    def _run(self, code):
+        v = eval(code, self.ns)
+        if code.co_flags & CO_COROUTINE:
+            if self.loop is None or self.loop.is_closed():
+                import asyncio
+                self.loop = asyncio.new_event_loop()
+            v = self.loop.run_until_complete(v)
+        return v
+
+    def _learn_future(self, code):
+        import __future__
+        for name in __future__.all_feature_names:
+            feat = getattr(__future__, name)
+            if code.co_flags & feat.compiler_flag:
+                self.flags |= feat.compiler_flag
+
+    def _after_user_code(self):
+        if os.getpid() != self.pid:          # user code forked and the child came back here
+            self.flush_all()
+            os._exit(0)
+        if signal.getsignal(signal.SIGINT) is not self.sigint:
+            try:
+                signal.signal(signal.SIGINT, self.sigint)
+            except Exception:
+                pass
+        try:
+            if sys.stdin is None or sys.stdin.closed:
+                self._reset_stdin()
+        except Exception:
+            self._reset_stdin()
+
+    @staticmethod
+    def _user_tb(tb):
+        while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<exec-"):
+            tb = tb.tb_next
+        return tb
+
+    @staticmethod
+    def _only_inert_exprs(tree):
+        if not all(isinstance(s, (ast.Expr, ast.Pass)) for s in tree.body):
+            return False
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Call, ast.NamedExpr, ast.Await)):
+                return False
+        return True
+
+    @staticmethod
+    def _raised_in_first(exc, tree, filename):
+        tb = exc.__traceback__
+        if tb is None or tb.tb_frame.f_code.co_filename != filename \
+                or tb.tb_frame.f_code.co_name != "<module>":
+            return False
+        line = tb.tb_lineno
+        first = tree.body[0]
+        lo, hi = first.lineno, getattr(first, "end_lineno", None) or first.lineno
+        if not lo <= line <= hi:
+            return False
+        if len(tree.body) > 1 and tree.body[1].lineno <= line:
+            return False        # the next statement starts on the same line: ambiguous
+        return True
+
+    def note_raw(self, text):
+        try:
+            _write_all(2, text.encode("utf-8", "backslashreplace"))
+        except OSError:
+            pass
+
+    def flush_all(self):
+        for s in {id(x): x for x in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__,
+                                     self.out, self.err) if x is not None}.values():
+            try:
+                s.flush()
+            except BaseException:
+                pass
+        if self.libc_fflush is False:
+            self.libc_fflush = None
+            try:
+                import ctypes
+                self.libc_fflush = ctypes.CDLL(None).fflush
+            except Exception:
+                pass
+        if self.libc_fflush is not None:
+            try:
+                self.libc_fflush(None)
+            except Exception:
+                pass
+
+    # ----------------------------------------------------------------- outputs
+    def save_outputs(self, seq, value):
+        outputs = []
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is not None:
+            try:
+                nums = list(plt.get_fignums())
+            except BaseException as e:
+                nums = []
+                self.note("cannot list matplotlib figures: %s" % e)
+            for i, num in enumerate(nums, 1):
+                path = os.path.join(self.outputs_dir, "exec-%s-%d.png" % (seq, i))
+                try:
+                    self._mkdir()
+                    fig = plt.figure(num)
+                    self.call_user(fig.savefig, path, format="png")
+                    outputs.append({"mime": "image/png", "path": path})
+                except BaseException as e:
+                    self.note("could not save figure %s: %s: %s" % (num, type(e).__name__, e))
+            if nums:
+                try:
+                    plt.close("all")
+                except BaseException as e:
+                    self.note("could not close figures: %s" % e)
+        if value is not None:
+            outputs.extend(self._rich(seq, value))
+        return outputs
+
+    def _mkdir(self):
+        os.makedirs(self.outputs_dir, exist_ok=True)
+
+    def _rich(self, seq, value):
+        out = []
+        t = type(value)
+        if isinstance(value, type):
+            return out
+        meth = getattr(t, "_repr_png_", None)
+        if callable(meth):
+            path = os.path.join(self.outputs_dir, "exec-%s-result.png" % seq)
+            try:
+                data = self.call_user(meth, value)
+                if isinstance(data, str):
+                    import base64
+                    data = base64.b64decode(data)
+                if isinstance(data, tuple):      # IPython allows (data, metadata)
+                    data = data[0]
+                if data:
+                    self._mkdir()
+                    with open(path, "wb") as f:
+                        f.write(data)
+                    out.append({"mime": "image/png", "path": path})
+            except BaseException as e:
+                self.note("could not save the PNG of the result: %s: %s" % (type(e).__name__, e))
+        meth = getattr(t, "_repr_html_", None)
+        is_df = t.__name__ == "DataFrame" and (t.__module__ or "").startswith("pandas")
+        if callable(meth) or is_df:
+            path = os.path.join(self.outputs_dir, "exec-%s-result.html" % seq)
+            try:
+                html = self.call_user(meth, value) if callable(meth) else None
+                if isinstance(html, tuple):
+                    html = html[0]
+                if html is None and is_df:
+                    html = self.call_user(lambda: value.to_html(max_rows=60, max_cols=20))
+                if html:
+                    self._mkdir()
+                    with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
+                        f.write(html)
+                    out.append({"mime": "text/html", "path": path})
+            except BaseException as e:
+                self.note("could not save the HTML of the result: %s: %s" % (type(e).__name__, e))
+        return out
+
+    # ----------------------------------------------------------------- vars
+    def handle_vars(self, req):
+        out, modules, private = [], [], []
+        try:
+            items = list(self.ns.items())
+        except BaseException:
+            items = []
+        for name, v in items:
+            try:
+                if name.startswith("_"):
+                    if name not in SYSTEM_NAMES:
+                        private.append(name)
+                    continue
+                if isinstance(v, types.ModuleType):
+                    modules.append(name)
+                    continue
+                out.append(self._describe(name, v))
+            except BaseException:
+                out.append({"name": name, "type": "?"})
+        self.event({"op": "vars", "id": req.get("id"), "vars": out, "modules": modules,
+                    "private": private})
+
+    def _describe(self, name, v):
+        t = type(v)
+        d = {"name": name, "type": getattr(t, "__qualname__", t.__name__)}
+        is_cls = isinstance(v, type)
+        if not is_cls:
+            try:
+                shape = getattr(v, "shape", None)
+                if isinstance(shape, tuple):
+                    d["shape"] = str(shape)
+            except BaseException:
+                pass
+            try:
+                if hasattr(t, "__len__"):
+                    n = len(v)
+                    if isinstance(n, int):
+                        d["len"] = n
+            except BaseException:
+                pass
+        try:
+            size = None
+            mod = getattr(t, "__module__", "") or ""
+            if not is_cls and mod.startswith("pandas") and hasattr(v, "memory_usage"):
+                m = v.memory_usage(deep=False)
+                size = int(m.sum()) if hasattr(m, "sum") else int(m)
+            elif not is_cls and isinstance(getattr(v, "nbytes", None), int):
+                size = v.nbytes
+            if size is None:
+                size = sys.getsizeof(v)
+            d["size"] = int(size)
+        except BaseException:
+            pass
+        try:
+            import reprlib
+            r = reprlib.Repr()
+            r.maxstring = r.maxother = PREVIEW_LEN + 20
+            r.maxlist = r.maxtuple = r.maxset = r.maxfrozenset = r.maxdeque = r.maxarray = 12
+            r.maxdict = 8
+            r.maxlong = 100
+            p = r.repr(v).replace("\r", "\\r").replace("\n", "\\n")
+            if len(p) > PREVIEW_LEN:
+                p = p[:PREVIEW_LEN - 3] + "..."
+            d["preview"] = p
+        except BaseException:
+            pass
+        return d
+
+    # ----------------------------------------------------------------- snapshot
+    def handle_snapshot(self, req):
+        rid = req.get("id")
+        self.reap()
+        self.flush_all()
+        try:
+            pid = os.fork()
+        except OSError as e:
+            # No child: answer on fd 5 ourselves so the agent is not left waiting.
+            w = _ChunkWriter(SNAP_FD)
+            try:
+                w.end(self._manifest(rid, False, "fork failed: %s" % e, [], [], 0, 0.0))
+            except _StreamBroken:
+                pass
+            self.event({"op": "snapshot_started", "id": rid, "pid": self.pid})
+            return
+        if pid == 0:
+            code = 1
+            try:
+                self.snapshot_child(rid)
+                code = 0
+            finally:
+                os._exit(code)
+        self.children.add(pid)
+        self.event({"op": "snapshot_started", "id": rid, "pid": pid})
+
+    def _manifest(self, rid, ok, error, kept, skipped, nbytes, secs, retry=False):
+        m = {"id": rid, "ok": ok, "error": error, "format": FORMAT, "kept": kept,
+             "skipped": skipped, "info": self.info, "bytes": nbytes, "seconds": round(secs, 3)}
+        if retry:
+            m["retry"] = True
+        return m
+
+    def snapshot_child(self, rid):
+        t0 = time.monotonic()
+        try:
+            os.setpgid(0, 0)
+        except OSError:
+            pass
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for fd in (REQ_FD, EVT_FD):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:                                   # nothing the pickling prints may reach the pipes
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            os.close(null)
+        except OSError:
+            pass
+        import gc
+        gc.disable()
+
+        # fd 5 non-blocking (only snapshot writers ever write to it, and they all handle EAGAIN):
+        # writes never block past the deadline, and the deadline is checked where the count of
+        # bytes already out is exact, so an interrupted chunk can be completed.
+        budget = max(1, self.budget)
+        try:
+            os.set_blocking(SNAP_FD, False)
+        except OSError:
+            pass
+        writer = _ChunkWriter(SNAP_FD, stop_at=t0 + budget)
+
+        def on_alarm(signum, frame):
+            if not writer.in_write:       # inside a write the deadline check takes over
+                raise _SnapshotTimeout()
+        signal.signal(signal.SIGALRM, on_alarm)
+        signal.alarm(budget)
+
+        kept, skipped, modules, sources = {}, [], {}, {}
+        try:
+            for name, v in list(self.ns.items()):
+                if name.startswith("_"):
+                    continue
+                try:
+                    if isinstance(v, types.ModuleType):
+                        mname = getattr(v, "__name__", None)
+                        if isinstance(mname, str) and sys.modules.get(mname) is not None:
+                            modules[name] = mname
+                        else:
+                            skipped.append({"name": name, "type": "module", "reason":
+                                            "module %r cannot be re-imported by name" % (mname,)})
+                        continue
+                    bad = _prefilter_reason(v)
+                except (_SnapshotTimeout, _StreamBroken):
+                    raise
+                except BaseException:
+                    bad = False
+                if bad:
+                    skipped.append({"name": name, "type": _tname(v),
+                                    "reason": "cannot pickle '%s' object" % _tname(v)})
+                    continue
+                kept[name] = v
+            for k, entry in list(linecache.cache.items()):
+                if isinstance(k, str) and k.startswith("<exec-") and len(entry) >= 3:
+                    sources[k] = "".join(entry[2])
+
+            err = self._write_pass(writer, kept, modules, sources)
+            if err is None:
+                writer.end(self._manifest(rid, True, None, list(modules) + list(kept), skipped,
+                                          writer.bytes, time.monotonic() - t0))
+                return
+            # The single pass failed: find the culprits, each pickled alone into a null sink.
+            first_error = "first pass failed (%s: %s)" % (type(err).__name__, _reason(err))
+            P = _user_dumper()
+            culprits = []
+            for name, v in list(kept.items()):
+                try:
+                    P(_NullSink(), protocol=5).dump(v)
+                except (_SnapshotTimeout, _StreamBroken):
+                    raise
+                except BaseException as e:
+                    culprits.append({"name": name, "type": _tname(v), "reason": _reason(e)})
+                    del kept[name]
+            skipped.extend(culprits)
+            writer.end(self._manifest(rid, False, first_error + "; retrying without "
+                                      + (", ".join(c["name"] for c in culprits) or "nothing"),
+                                      [], culprits, writer.bytes, time.monotonic() - t0, retry=True))
+            writer.bytes = 0
+            err = self._write_pass(writer, kept, modules, sources)
+            if err is None:
+                writer.end(self._manifest(rid, True, None, list(modules) + list(kept), skipped,
+                                          writer.bytes, time.monotonic() - t0))
+            else:
+                writer.end(self._manifest(rid, False, "%s; second pass failed (%s: %s)" % (
+                    first_error, type(err).__name__, _reason(err)), [], skipped, writer.bytes,
+                    time.monotonic() - t0))
+        except _StreamBroken:
+            os._exit(3)
+        except _SnapshotTimeout:
+            self._final_failure(writer, rid, "snapshot time budget exceeded (%d s)" % self.budget,
+                                skipped, t0)
+        except BaseException as e:
+            self._final_failure(writer, rid, "%s: %s" % (type(e).__name__, _reason(e)), skipped, t0)
+        finally:
+            signal.alarm(0)
+
+    def _final_failure(self, writer, rid, error, skipped, t0):
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        writer.stop_at = time.monotonic() + 30   # padding + trailer: 30 s more at most
+        signal.alarm(40)                         # and a hard stop behind that
+        try:
+            writer.end(self._manifest(rid, False, error, [], skipped, writer.bytes,
+                                      time.monotonic() - t0))
+        except BaseException:
+            os._exit(3)
+
+    def _write_pass(self, writer, kept, modules, sources):
+        """One complete data pass; returns None or the exception that stopped it."""
+        import pickle
+        header = {"version": 1, "names": list(kept), "types": {k: _tname(v) for k, v in kept.items()},
+                  "modules": modules, "sources": sources}
+        try:
+            pickle.dump(header, writer, protocol=5)
+            P = _user_dumper()
+            P(writer, protocol=5).dump(kept)
+        except (_SnapshotTimeout, _StreamBroken):
+            raise
+        except BaseException as e:
+            return e
+        return None
+
+    # ----------------------------------------------------------------- restore
+    def restore(self, rfd):
+        restored, failed = [], []
+        header = {}
+        try:
+            fd = int(rfd)
+        except ValueError:
+            return [], [{"name": "*", "type": "", "reason": "bad RUNTIMECTL_RESTORE_FD %r" % rfd}]
+        import pickle
+        try:
+            f = os.fdopen(fd, "rb", buffering=1 << 20)
+        except OSError as e:
+            return [], [{"name": "*", "type": "", "reason": "cannot open fd %d: %s" % (fd, e)}]
+        try:
+            try:
+                header = pickle.load(f)
+                if not isinstance(header, dict):
+                    raise ValueError("not a runtimectl snapshot header")
+            except BaseException as e:
+                return [], [{"name": "*", "type": "", "reason": "unreadable snapshot: %s: %s" % (
+                    type(e).__name__, _reason(e))}]
+            for fname, src in (header.get("sources") or {}).items():
+                linecache.cache[fname] = (len(src), None, src.splitlines(True) or ["\n"], fname)
+            import importlib
+            for alias, mname in (header.get("modules") or {}).items():
+                try:
+                    self.ns[alias] = importlib.import_module(mname)
+                    restored.append(alias)
+                except BaseException as e:
+                    failed.append({"name": alias, "type": "module",
+                                   "reason": "import %s failed: %s: %s" % (mname, type(e).__name__, _reason(e))})
+            names = list(header.get("names") or [])
+            types_ = header.get("types") or {}
+            try:
+                _fix_dill_main()
+                values = pickle.load(f)
+                if not isinstance(values, dict):
+                    raise ValueError("snapshot variables are not a dict")
+                self.ns.update(values)
+                restored.extend(values)
+                for n in names:
+                    if n not in values:
+                        failed.append({"name": n, "type": types_.get(n, ""), "reason": "missing"})
+            except BaseException as e:
+                why = "%s: %s" % (type(e).__name__, _reason(e))
+                failed.extend({"name": n, "type": types_.get(n, ""), "reason": why} for n in names)
+        finally:
+            try:
+                f.close()
+            except OSError:
+                pass
+            _fix_dill_main()
+        return restored, failed
+
+
+def main():
+    k = Kernel()
+    k.setup()
+    k.serve()
+
+
+if _RUN_AS_SCRIPT:
+    main()

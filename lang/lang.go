@@ -1,0 +1,46 @@
+// Package lang is the registry of session languages: for each, the kernel driver the agent
+// starts and the Dockerfile its image is built from. Adding a language is a driver under
+// kernels/, a Dockerfile, and one entry here; nothing else in the agent or the controller
+// changes. Standard library only.
+package lang
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Lang describes one language.
+type Lang struct {
+	Name string
+	// Kernel is the argv that the agent runs, as the session user, to start the driver.
+	Kernel []string
+	// Dockerfile is the image's Dockerfile at the top of the repository.
+	Dockerfile string
+	// Image is the repository of the image that runtimectl builds for it.
+	Image string
+}
+
+var registry = map[string]Lang{
+	"python": {Name: "python", Kernel: []string{"python3", "-X", "utf8", "/opt/runtimectl/kernels/python/kernel.py"}, Dockerfile: "Dockerfile.python", Image: "runtimectl/python"},
+	"bash":   {Name: "bash", Kernel: []string{"bash", "--noprofile", "--norc", "/opt/runtimectl/kernels/bash/kernel.bash"}, Dockerfile: "Dockerfile.bash", Image: "runtimectl/bash"},
+}
+
+// Get returns the language called name.
+func Get(name string) (Lang, error) {
+	l, ok := registry[name]
+	if !ok {
+		return Lang{}, fmt.Errorf("unknown language %q: choose one of %s", name, strings.Join(Names(), ", "))
+	}
+	return l, nil
+}
+
+// Names lists the languages, sorted.
+func Names() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

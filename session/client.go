@@ -1,0 +1,330 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/runtimectl/runtimectl"
+	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/images"
+	"github.com/runtimectl/runtimectl/lang"
+	"github.com/runtimectl/runtimectl/volumes"
+)
+
+// Client manages sessions on one Docker engine.
+type Client struct {
+	ctr    *containers.Manager
+	img    *images.Builder
+	vol    *volumes.Manager
+	closer io.Closer
+	logger *slog.Logger
+	host   string
+	// callTimeout bounds short Docker API calls; streams live as long as the caller's context.
+	callTimeout time.Duration
+}
+
+type options struct {
+	host   string
+	logger *slog.Logger
+}
+
+// Option configures a Client.
+type Option func(*options)
+
+// WithHost names the Docker engine (as DOCKER_HOST would: unix:///var/run/docker.sock,
+// tcp://host:2376). The default is DOCKER_HOST or the local socket.
+func WithHost(host string) Option { return func(o *options) { o.host = host } }
+
+// WithLogger sets the logger; the default discards.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// New connects to the Docker engine lazily: nothing is asked of it until a call needs it.
+func New(opts ...Option) (*Client, error) {
+	o := options{logger: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cli, err := containers.Dial(o.host)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{
+		ctr:         containers.New(cli),
+		img:         images.New(cli, runtimectl.Assets),
+		vol:         volumes.New(cli),
+		closer:      cli,
+		logger:      o.logger,
+		host:        o.host,
+		callTimeout: 30 * time.Second,
+	}, nil
+}
+
+// Close releases the client's connections to the engine.
+func (c *Client) Close() error { return c.closer.Close() }
+
+// Images returns the image builder, for `runtimectl image`.
+func (c *Client) Images() *images.Builder { return c.img }
+
+// Volumes returns the volume manager, for `runtimectl volume`.
+func (c *Client) Volumes() *volumes.Manager { return c.vol }
+
+// Containers returns the container manager (inspection for tests and operators).
+func (c *Client) Containers() *containers.Manager { return c.ctr }
+
+// Spec describes a new session. Zero values take the defaults.
+type Spec struct {
+	Name    string
+	Lang    string // python (default) or bash
+	Image   string // default: runtimectl's image for Lang
+	Memory  int64  // bytes; default 2 GiB
+	CPUs    float64
+	Pids    int64 // default 512
+	Network string
+	Env     []string // KEY=VALUE
+	// Snapshot is "every" (default: after every execution that may have changed state) or
+	// "manual".
+	Snapshot      string
+	KeepSnapshots int
+	MaxOutput     int64
+	Runtime       string // e.g. runsc (gVisor), when the engine has it
+}
+
+func (s Spec) settings() (Settings, error) {
+	if err := ValidateName(s.Name); err != nil {
+		return Settings{}, err
+	}
+	if s.Lang == "" {
+		s.Lang = "python"
+	}
+	l, err := lang.Get(s.Lang)
+	if err != nil {
+		return Settings{}, fmt.Errorf("%w %v", ErrInvalid, err)
+	}
+	if s.Image == "" {
+		s.Image = images.Ref(l)
+	}
+	switch s.Network {
+	case "":
+		s.Network = containers.DefaultNetwork
+	case "none", "bridge":
+	default:
+		return Settings{}, fmt.Errorf("%w network %q: use none or bridge", ErrInvalid, s.Network)
+	}
+	switch s.Snapshot {
+	case "":
+		s.Snapshot = "every"
+	case "every", "manual":
+	default:
+		return Settings{}, fmt.Errorf("%w snapshot policy %q: use every or manual", ErrInvalid, s.Snapshot)
+	}
+	for _, kv := range s.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return Settings{}, fmt.Errorf("%w environment entry %q: use KEY=VALUE", ErrInvalid, kv)
+		}
+	}
+	if s.Memory == 0 {
+		s.Memory = containers.DefaultMemory
+	}
+	if s.Memory < 64<<20 {
+		return Settings{}, fmt.Errorf("%w memory %d bytes: give at least 64m", ErrInvalid, s.Memory)
+	}
+	if s.Pids == 0 {
+		s.Pids = containers.DefaultPids
+	}
+	if s.CPUs < 0 || s.Pids < 0 {
+		return Settings{}, fmt.Errorf("%w limits: --cpus and --pids must be positive", ErrInvalid)
+	}
+	return Settings{
+		Schema: SettingsSchema, Session: s.Name, Lang: s.Lang, Image: s.Image, Memory: s.Memory, CPUs: s.CPUs,
+		Pids: s.Pids, Network: s.Network, Env: s.Env, Snapshot: s.Snapshot, KeepSnapshots: s.KeepSnapshots,
+		MaxOutput: s.MaxOutput, Runtime: s.Runtime, Created: time.Now().UTC(),
+	}, nil
+}
+
+func containerSpec(st Settings) containers.Spec {
+	return containers.Spec{
+		Session: st.Session, Lang: st.Lang, Image: st.Image, Volume: volumes.Name(st.Session),
+		Memory: st.Memory, CPUs: st.CPUs, Pids: st.Pids, Network: st.Network, Env: st.Env,
+		Settings: st.encode(), Runtime: st.Runtime,
+	}
+}
+
+// StartInfo says what Start did.
+type StartInfo struct {
+	Created  bool // a new session
+	Started  bool // the container was not running and was started (state restored)
+	Recreate bool // the container was missing and was made again from the volume's settings
+}
+
+// Start creates the session, or starts a stopped one again (its agent restores the latest
+// snapshot), or does nothing for a running one. It returns once the agent answers.
+func (c *Client) Start(ctx context.Context, spec Spec) (*Session, StartInfo, error) {
+	var info StartInfo
+	if err := ValidateName(spec.Name); err != nil {
+		return nil, info, err
+	}
+	ci, err := c.ctr.Inspect(ctx, spec.Name)
+	switch {
+	case err == nil:
+		// The container exists: settings are the recorded ones.
+	case errors.Is(err, containers.ErrNotFound):
+		vol, verr := c.vol.Inspect(ctx, spec.Name)
+		var st Settings
+		switch {
+		case verr == nil:
+			st, err = decodeSettings(vol.Settings)
+			if err != nil {
+				return nil, info, fmt.Errorf("session %q: its volume's settings are unreadable (%v); remove it with `runtimectl volume rm %s`", spec.Name, err, vol.Name)
+			}
+			info.Recreate = true
+		case errors.Is(verr, volumes.ErrNotFound):
+			st, err = spec.settings()
+			if err != nil {
+				return nil, info, err
+			}
+			if err := c.checkImage(ctx, st); err != nil {
+				return nil, info, err
+			}
+			if _, err := c.vol.Create(ctx, st.Session, st.Lang, st.encode()); err != nil {
+				return nil, info, err
+			}
+			info.Created = true
+		default:
+			return nil, info, verr
+		}
+		if info.Recreate {
+			if err := c.checkImage(ctx, st); err != nil {
+				return nil, info, err
+			}
+		}
+		if ci, err = c.ctr.Create(ctx, containerSpec(st)); err != nil {
+			return nil, info, err
+		}
+	default:
+		return nil, info, err
+	}
+	if !ci.Running {
+		if err := c.ctr.Start(ctx, spec.Name); err != nil {
+			return nil, info, err
+		}
+		info.Started = !info.Created
+	}
+	s := &Session{c: c, name: spec.Name, lang: ci.Lang}
+	if err := s.connect(ctx); err != nil {
+		return nil, info, err
+	}
+	return s, info, nil
+}
+
+func (c *Client) checkImage(ctx context.Context, st Settings) error {
+	_, err := c.img.Inspect(ctx, st.Image)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, images.ErrNotFound):
+		if l, lerr := lang.Get(st.Lang); lerr == nil && st.Image == images.Ref(l) {
+			return fmt.Errorf("%w: no image %s; build it with `runtimectl image build %s`", ErrInvalid, st.Image, st.Lang)
+		}
+		return fmt.Errorf("%w: no image %s; build it first (see `runtimectl image build --help`)", ErrInvalid, st.Image)
+	case errors.Is(err, images.ErrNoAgent):
+		return fmt.Errorf("%w: image %s does not carry the runtimectl agent; use `runtimectl image build` (or a Dockerfile FROM runtimectl/%s)", ErrInvalid, st.Image, st.Lang)
+	}
+	return err
+}
+
+// Open returns a handle on an existing session, starting its container when it is stopped or
+// was removed (the agent restores the latest snapshot), as exec needs.
+func (c *Client) Open(ctx context.Context, name string) (*Session, StartInfo, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, StartInfo{}, err
+	}
+	if err := c.exists(ctx, name); err != nil {
+		return nil, StartInfo{}, err
+	}
+	return c.Start(ctx, Spec{Name: name})
+}
+
+// exists returns ErrNotFound unless the session has a container or a volume.
+func (c *Client) exists(ctx context.Context, name string) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	_, err := c.ctr.Inspect(ctx, name)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, containers.ErrNotFound) {
+		return err
+	}
+	if _, verr := c.vol.Inspect(ctx, name); verr == nil {
+		return nil
+	} else if !errors.Is(verr, volumes.ErrNotFound) {
+		return verr
+	}
+	return fmt.Errorf("%w %q: start it with `runtimectl session start %s`", ErrNotFound, name, name)
+}
+
+// Stop waits for the pending snapshot (taking one when the latest state is not saved), then
+// stops the container. The volume and everything on it stays.
+func (c *Client) Stop(ctx context.Context, name string) error {
+	if err := c.exists(ctx, name); err != nil {
+		return err
+	}
+	ci, err := c.ctr.Inspect(ctx, name)
+	if err != nil {
+		if errors.Is(err, containers.ErrNotFound) {
+			return nil // only the volume is left: stopped already
+		}
+		return err
+	}
+	if ci.Running {
+		s := &Session{c: c, name: name, lang: ci.Lang}
+		if err := s.connect(ctx); err == nil {
+			_ = s.conn.Call(ctx, drainRequest, nil)
+			s.Close()
+		}
+	}
+	return c.ctr.Stop(ctx, name, 10*time.Second)
+}
+
+// Remove removes the session's container and volume. A running session is refused unless
+// force.
+func (c *Client) Remove(ctx context.Context, name string, force bool) error {
+	if err := c.exists(ctx, name); err != nil {
+		return err
+	}
+	ci, err := c.ctr.Inspect(ctx, name)
+	if err == nil && ci.Running && !force {
+		return fmt.Errorf("%w: %q; stop it first (`runtimectl session stop %s`) or use --force", ErrRunning, name, name)
+	}
+	if err := c.ctr.Remove(ctx, name, true); err != nil {
+		return err
+	}
+	return c.vol.Remove(ctx, volumes.Name(name))
+}
+
+// ensureContainer returns the session's container, creating it (not starting it) from the
+// volume's settings when it was removed, so that files on the volume can be read.
+func (c *Client) ensureContainer(ctx context.Context, name string) (containers.Info, error) {
+	if err := c.exists(ctx, name); err != nil {
+		return containers.Info{}, err
+	}
+	ci, err := c.ctr.Inspect(ctx, name)
+	if err == nil || !errors.Is(err, containers.ErrNotFound) {
+		return ci, err
+	}
+	vol, err := c.vol.Inspect(ctx, name)
+	if err != nil {
+		return containers.Info{}, err
+	}
+	st, err := decodeSettings(vol.Settings)
+	if err != nil {
+		return containers.Info{}, err
+	}
+	return c.ctr.Create(ctx, containerSpec(st))
+}

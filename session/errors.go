@@ -1,0 +1,28 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// Errors that callers (and the CLI's exit codes) tell apart.
+var (
+	// ErrInvalid is bad input from the caller: a session name, a size, a language.
+	ErrInvalid = errors.New("invalid")
+	// ErrNotFound is a session (container and volume) that does not exist.
+	ErrNotFound = errors.New("no such session")
+	// ErrRunning refuses to remove a running session without force.
+	ErrRunning = errors.New("session is running")
+)
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+// ValidateName checks a session name: 1 to 63 characters of a-z 0-9 - _ . starting with a
+// letter or digit. It asks Docker nothing.
+func ValidateName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("%w session name %q: use 1 to 63 characters of a-z, 0-9, '-', '_' and '.', starting with a letter or digit", ErrInvalid, name)
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package session
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/history"
+	"github.com/runtimectl/runtimectl/snapshot"
+)
+
+// StateDir is the runtime's own directory on a session's volume.
+const StateDir = "/workspace/.runtimectl"
+
+// Info is one line of `runtimectl session ls`.
+type Info struct {
+	Name       string    `json:"name"`
+	Lang       string    `json:"lang"`
+	State      string    `json:"state"` // running, exited, created, removed (volume only)
+	Image      string    `json:"image"`
+	Created    time.Time `json:"created"`
+	Executions int64     `json:"executions"` // -1 when unknown
+	LastExec   string    `json:"last_exec,omitempty"`
+}
+
+// List returns every session: those with a container, and those whose container was removed
+// but whose volume (and state) remains.
+func (c *Client) List(ctx context.Context) ([]Info, error) {
+	cs, err := c.ctr.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vols, err := c.vol.List(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*Info{}
+	var out []*Info
+	for _, ci := range cs {
+		if ci.Session == "" {
+			continue
+		}
+		in := &Info{Name: ci.Session, Lang: ci.Lang, State: ci.State, Image: ci.Image, Created: ci.Created, Executions: -1}
+		byName[ci.Session] = in
+		out = append(out, in)
+	}
+	for _, v := range vols {
+		if in := byName[v.Session]; in != nil {
+			if st, err := decodeSettings(v.Settings); err == nil {
+				in.Created = st.Created
+			}
+			continue
+		}
+		in := &Info{Name: v.Session, Lang: v.Lang, State: "removed", Created: v.Created, Executions: -1}
+		if st, err := decodeSettings(v.Settings); err == nil {
+			in.Image, in.Created = st.Image, st.Created
+		}
+		out = append(out, in)
+	}
+	// Executions: ask running agents, read the history of stopped ones; in parallel.
+	var wg sync.WaitGroup
+	for _, in := range out {
+		if in.State == "removed" {
+			continue
+		}
+		wg.Add(1)
+		go func(in *Info) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if in.State == "running" {
+				s := &Session{c: c, name: in.Name}
+				if err := s.connect(cctx); err == nil {
+					if st, err := s.Status(cctx); err == nil {
+						in.Executions = st.NextSeq - 1
+						in.LastExec = st.LastExec
+					}
+					s.Close()
+				}
+				return
+			}
+			if execs, _, err := c.readHistory(cctx, in.Name); err == nil {
+				in.Executions = int64(len(execs))
+				if n := len(execs); n > 0 {
+					in.LastExec = execs[n-1].Started.Add(time.Duration(execs[n-1].DurationMs * float64(time.Millisecond))).Format(time.RFC3339)
+				}
+			}
+		}(in)
+	}
+	wg.Wait()
+	res := make([]Info, 0, len(out))
+	for _, in := range out {
+		res = append(res, *in)
+	}
+	sort.Slice(res, func(i, j int) bool { return res[i].Name < res[j].Name })
+	return res, nil
+}
+
+// History returns the session's executions, oldest first, read from its volume (the session
+// need not be running), and problems found in the file.
+func (c *Client) History(ctx context.Context, name string) ([]history.Execution, []string, error) {
+	if _, err := c.ensureContainer(ctx, name); err != nil {
+		return nil, nil, err
+	}
+	return c.readHistory(ctx, name)
+}
+
+func (c *Client) readHistory(ctx context.Context, name string) ([]history.Execution, []string, error) {
+	var execs []history.Execution
+	var problems []string
+	err := c.readFile(ctx, name, StateDir+"/history.jsonl", func(r io.Reader) error {
+		var err error
+		execs, problems, err = history.Parse(r)
+		return err
+	})
+	if errors.Is(err, containers.ErrNotFound) {
+		return []history.Execution{}, nil, nil // no execution yet
+	}
+	return execs, problems, err
+}
+
+// readFile reads one file of the session's volume through the container (running or not).
+func (c *Client) readFile(ctx context.Context, name, path string, read func(io.Reader) error) error {
+	rc, err := c.ctr.CopyFrom(ctx, name, path)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			if err == io.EOF {
+				return fmt.Errorf("%s: %w", path, containers.ErrNotFound)
+			}
+			return err
+		}
+		if h.Typeflag == tar.TypeReg {
+			return read(tr)
+		}
+	}
+}
+
+// Snapshots lists the session's snapshots, oldest first, from its volume.
+func (c *Client) Snapshots(ctx context.Context, name string) ([]snapshot.Manifest, error) {
+	if _, err := c.ensureContainer(ctx, name); err != nil {
+		return nil, err
+	}
+	rc, err := c.ctr.CopyFrom(ctx, name, StateDir+"/snapshots")
+	if err != nil {
+		if errors.Is(err, containers.ErrNotFound) {
+			return []snapshot.Manifest{}, nil
+		}
+		return nil, err
+	}
+	defer rc.Close()
+	ms, _ := snapshot.ManifestsFromTar(rc)
+	sort.Slice(ms, func(i, j int) bool {
+		if ms[i].Seq != ms[j].Seq {
+			return ms[i].Seq < ms[j].Seq
+		}
+		return ms[i].Created.Before(ms[j].Created)
+	})
+	if ms == nil {
+		ms = []snapshot.Manifest{}
+	}
+	return ms, nil
+}

@@ -1,0 +1,262 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/runtimectl/runtimectl/execproto"
+	"github.com/runtimectl/runtimectl/history"
+)
+
+// Result is the end of an execution: the fields of `runtimectl session exec --json`.
+type Result = execproto.Result
+
+// RestoreInfo tells what state a session's interpreter started with.
+type RestoreInfo = execproto.RestoreInfo
+
+var drainRequest = execproto.Request{Op: execproto.OpDrain}
+
+// Session is a handle on one running session. It is safe for concurrent use.
+type Session struct {
+	c    *Client
+	name string
+	lang string
+
+	mu   sync.Mutex
+	conn *execproto.Client
+	// hello is the agent's greeting on the current stream: after a restart it says what state
+	// was restored.
+	hello execproto.Hello
+}
+
+// Name returns the session's name.
+func (s *Session) Name() string { return s.name }
+
+// Lang returns the session's language.
+func (s *Session) Lang() string { return s.lang }
+
+// Restore returns what the agent said about the state it restored when this handle connected.
+func (s *Session) Restored() *RestoreInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hello.Restore
+}
+
+// connect opens the private stream to the agent.
+func (s *Session) connect(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute) // the agent may be restoring a large state
+	defer cancel()
+	rwc, err := s.c.ctr.Dial(cctx, s.name)
+	if err != nil {
+		return err
+	}
+	conn, err := execproto.NewClient(cctx, rwc)
+	if err != nil {
+		rwc.Close()
+		return fmt.Errorf("session %q: %w", s.name, err)
+	}
+	s.mu.Lock()
+	s.conn = conn
+	s.hello = conn.Hello()
+	if s.lang == "" {
+		s.lang = s.hello.Lang
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// client returns the live stream, reopening it (and starting the container) when it ended.
+// restarted is non-nil when the session had to be brought back.
+func (s *Session) client(ctx context.Context) (*execproto.Client, *RestoreInfo, error) {
+	s.mu.Lock()
+	conn := s.conn
+	s.mu.Unlock()
+	if conn != nil {
+		select {
+		case <-conn.Done():
+		default:
+			return conn, nil, nil
+		}
+	}
+	ns, info, err := s.c.Start(ctx, Spec{Name: s.name})
+	if err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	s.conn, s.hello = ns.conn, ns.hello
+	s.mu.Unlock()
+	var restored *RestoreInfo
+	if info.Started || info.Recreate {
+		restored = ns.hello.Restore
+	}
+	return ns.conn, restored, nil
+}
+
+// Close closes the stream; the session goes on running.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	conn := s.conn
+	s.conn = nil
+	s.mu.Unlock()
+	if conn != nil {
+		return conn.Close()
+	}
+	return nil
+}
+
+// ExecOptions tune one execution.
+type ExecOptions struct {
+	// Timeout interrupts the code after this long (status timeout); 0 means none.
+	Timeout time.Duration
+	// MaxOutput caps the bytes of each stream delivered; 0 is the session's default.
+	MaxOutput int64
+	// OnStdout and OnStderr receive output as it is produced (called from one goroutine).
+	OnStdout func([]byte)
+	OnStderr func([]byte)
+	// Stdout and Stderr, when set, receive the same output as the callbacks.
+	Stdout, Stderr io.Writer
+	// OnNotice receives things the runtime says about the session (a restart, a restore).
+	OnNotice func(string)
+	// Detach, when closed, stops waiting for the result; the execution goes on in the session.
+	Detach <-chan struct{}
+}
+
+// Exec runs code in the session and waits for its end. Cancelling ctx interrupts the code
+// (status interrupted), and Exec still returns the Result. When the container dies during the
+// execution, the Result has status crashed; the next call brings the session back.
+func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result, error) {
+	conn, restored, err := s.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if restored != nil && o.OnNotice != nil {
+		o.OnNotice(describeRestore(s.name, restored))
+	}
+	var stdout, stderr []byte
+	h := execproto.Handlers{
+		Stdout: func(p []byte) {
+			stdout = append(stdout, p...)
+			if o.OnStdout != nil {
+				o.OnStdout(p)
+			}
+			if o.Stdout != nil {
+				_, _ = o.Stdout.Write(p)
+			}
+		},
+		Stderr: func(p []byte) {
+			stderr = append(stderr, p...)
+			if o.OnStderr != nil {
+				o.OnStderr(p)
+			}
+			if o.Stderr != nil {
+				_, _ = o.Stderr.Write(p)
+			}
+		},
+		Notice: o.OnNotice,
+	}
+	req := execproto.Request{Code: code, TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput}
+	start := time.Now()
+	res, err := conn.Exec(ctx, req, h, o.Detach)
+	if err != nil {
+		if errors.Is(err, execproto.ErrClosed) {
+			// The stream ended under us: the container (or its agent) died.
+			res = &Result{
+				Session: s.name, Status: execproto.StatusCrashed, Outputs: []history.Output{},
+				Message:    "the session's container stopped during the execution; the next execution brings it back with the state before this one",
+				Error:      &history.Error{Name: "ContainerDied", Value: "the session's container stopped during the execution"},
+				DurationMs: float64(time.Since(start).Microseconds()) / 1000,
+			}
+		} else {
+			return nil, err
+		}
+	}
+	res.Session = s.name
+	res.Stdout = string(stdout)
+	res.Stderr = string(stderr)
+	if res.Outputs == nil {
+		res.Outputs = []history.Output{}
+	}
+	return res, nil
+}
+
+func describeRestore(name string, r *RestoreInfo) string {
+	msg := fmt.Sprintf("session %s was not running: started it again", name)
+	if r == nil {
+		return msg
+	}
+	if r.Snapshot == "" {
+		msg += " with an empty state (no snapshot yet)"
+	} else {
+		msg += fmt.Sprintf(" and restored snapshot %s (state after execution %d: %d names", r.Snapshot, r.Seq, len(r.Restored))
+		if len(r.Failed) > 0 {
+			msg += fmt.Sprintf(", %d could not be restored", len(r.Failed))
+		}
+		msg += ")"
+	}
+	return msg
+}
+
+// DescribeRestore says in one line what state a restarted session came back with.
+func DescribeRestore(name string, r *RestoreInfo) string { return describeRestore(name, r) }
+
+// Snapshot takes a snapshot now and waits until it is saved.
+func (s *Session) Snapshot(ctx context.Context) (execproto.SnapshotReply, error) {
+	var rep execproto.SnapshotReply
+	conn, _, err := s.client(ctx)
+	if err != nil {
+		return rep, err
+	}
+	err = conn.Call(ctx, execproto.Request{Op: execproto.OpSnapshot}, &rep)
+	return rep, err
+}
+
+// RestoreSnapshot puts the interpreter back in the state of snapshot id: names created after it
+// are gone.
+func (s *Session) RestoreSnapshot(ctx context.Context, id string) (RestoreInfo, error) {
+	var rep RestoreInfo
+	conn, _, err := s.client(ctx)
+	if err != nil {
+		return rep, err
+	}
+	err = conn.Call(ctx, execproto.Request{Op: execproto.OpRestore, Snapshot: id}, &rep)
+	return rep, err
+}
+
+// Interrupt interrupts whatever execution runs in the session now.
+func (s *Session) Interrupt(ctx context.Context) (bool, error) {
+	var rep struct {
+		Interrupted bool `json:"interrupted"`
+	}
+	conn, _, err := s.client(ctx)
+	if err != nil {
+		return false, err
+	}
+	err = conn.Call(ctx, execproto.Request{Op: execproto.OpInterrupt}, &rep)
+	return rep.Interrupted, err
+}
+
+// Status returns the agent's status.
+func (s *Session) Status(ctx context.Context) (execproto.Status, error) {
+	var st execproto.Status
+	conn, _, err := s.client(ctx)
+	if err != nil {
+		return st, err
+	}
+	err = conn.Call(ctx, execproto.Request{Op: execproto.OpStatus}, &st)
+	return st, err
+}
+
+// Vars lists the session's variables.
+func (s *Session) Vars(ctx context.Context) (execproto.VarsReply, error) {
+	var rep execproto.VarsReply
+	conn, _, err := s.client(ctx)
+	if err != nil {
+		return rep, err
+	}
+	err = conn.Call(ctx, execproto.Request{Op: execproto.OpVars}, &rep)
+	return rep, err
+}
