@@ -161,7 +161,11 @@ func TestHardeningIsVisibleInInspect(t *testing.T) {
 	hc := raw.HostConfig
 	require.NotNil(t, hc)
 	assert.Equal(t, []string{"ALL"}, []string(hc.CapDrop))
-	assert.ElementsMatch(t, []string{"SETUID", "SETGID", "KILL"}, []string(hc.CapAdd))
+	var added []string
+	for _, c := range hc.CapAdd {
+		added = append(added, strings.TrimPrefix(c, "CAP_"))
+	}
+	assert.ElementsMatch(t, []string{"SETUID", "SETGID", "KILL"}, added)
 	assert.Contains(t, hc.SecurityOpt, "no-new-privileges")
 	assert.True(t, hc.ReadonlyRootfs)
 	assert.Equal(t, "none", string(hc.NetworkMode))

@@ -220,7 +220,7 @@ __rt_skipvar() {
 }
 
 # The options that would disturb the driver's own code: off while the driver runs, put back
-# for the user's code. `set` letters and shopt names.
+# for the user's code. `set` letters (plus pipefail and posix) and shopt names.
 __rt_toggle_set=aeuxvfCETk
 __rt_toggle_shopt_a=(nocasematch nocaseglob failglob nullglob extdebug localvar_inherit localvar_unset
 	patsub_replacement xpg_echo assoc_expand_once)
@@ -230,16 +230,17 @@ __rt_toggle_shopt_a=(nocasematch nocaseglob failglob nullglob extdebug localvar_
 # __rt_uflags, __rt_upipefail, __rt_ushopt and __rt_opts (the option part of the state script).
 __rt_capture() {
 	__rt_uflags=$-
-	__rt_upipefail=
+	__rt_upipefail= __rt_uposix=
 	[[ :$SHELLOPTS: == *:pipefail:* ]] && __rt_upipefail=1
+	[[ :$SHELLOPTS: == *:posix:* ]] && __rt_uposix=1
 	set +aeuxvfCETk
-	set +o pipefail
+	set +o pipefail +o posix
 	# $-, SHELLOPTS and BASHOPTS show every option: when they are as last time, so is the rest
-	if [[ "$__rt_uflags|$__rt_upipefail|$SHELLOPTS|$BASHOPTS" == "$__rt_optkey" ]]; then
+	if [[ "$__rt_uflags|$__rt_upipefail|$__rt_uposix|$SHELLOPTS|$BASHOPTS" == "$__rt_optkey" ]]; then
 		((${#__rt_ushopt[@]})) && shopt -u "${__rt_ushopt[@]}"
 		return 0
 	fi
-	__rt_optkey="$__rt_uflags|$__rt_upipefail|$SHELLOPTS|$BASHOPTS"
+	__rt_optkey="$__rt_uflags|$__rt_upipefail|$__rt_uposix|$SHELLOPTS|$BASHOPTS"
 	local __rt_l __rt_o __rt_x __rt_tail='' __rt_re='' __rt_out=''
 	[[ -d $__rt_dir ]] || command mkdir -p -m 700 -- "$__rt_dir"
 	{ set +o; shopt -p; } >|"$__rt_dir/opts"
@@ -257,6 +258,7 @@ __rt_capture() {
 			case $__rt_o in
 			history | monitor | emacs | vi | histexpand) continue ;;
 			pipefail) [[ -n $__rt_upipefail ]] && __rt_l="set -o pipefail" ;;
+			posix) [[ -n $__rt_uposix ]] && __rt_l="set -o posix" ;;
 			allexport | errexit | nounset | xtrace | verbose | noglob | noclobber | errtrace | functrace | keyword)
 				# the driver has turned these off: the user's value is in the letters of $-
 				case $__rt_o in
@@ -298,6 +300,7 @@ __rt_pre() {
 	local __rt_f='' __rt_x __rt_i
 	((${#__rt_ushopt[@]})) && shopt -s "${__rt_ushopt[@]}"
 	[[ -n $__rt_upipefail ]] && set -o pipefail
+	[[ -n $__rt_uposix ]] && set -o posix
 	for ((__rt_i = 0; __rt_i < ${#__rt_toggle_set}; __rt_i++)); do
 		__rt_x=${__rt_toggle_set:__rt_i:1}
 		[[ $__rt_x != x && $__rt_uflags == *"$__rt_x"* ]] && __rt_f+=$__rt_x
@@ -626,7 +629,7 @@ __rt_failure() {
 # ---- start-up (skipped when this file is sourced again to re-enter the loop) ---------------
 __rt_top=${#BASH_SOURCE[@]}
 if [[ -z ${__rt_inited-} ]]; then
-	__rt_setup
+	__rt_setup 2>/dev/null
 	__rt_restored=() __rt_failed=()
 	if [[ -n ${RUNTIMECTL_RESTORE_FD-} ]]; then
 		__rt_rfd=$RUNTIMECTL_RESTORE_FD
@@ -674,13 +677,13 @@ fi
 # the top level of the code, which would otherwise leave the driver's own loop.
 while :; do
 	while :; do
-		__rt_next
+		__rt_next 2>/dev/null
 		__rt_running=1
 		trap '{ __rt_post; } 2>/dev/null' RETURN
 		builtin source "$__rt_code" 3<&- 4>&- 5>&- 6<&- {__rt_o}>&- {__rt_e}>&- </dev/null
-		__rt_finish "$?"
+		__rt_finish "$?" 2>/dev/null
 	done
-	__rt_finish 0
+	__rt_finish 0 2>/dev/null
 done
-__rt_finish 0
+__rt_finish 0 2>/dev/null
 builtin source "${BASH_SOURCE[0]}"

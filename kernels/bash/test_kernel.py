@@ -362,6 +362,61 @@ class KernelTest(unittest.TestCase):
         out, _, _ = self.ok("echo fine; f() { echo new-f; }; f")
         self.assertEqual(out, "fine\nnew-f\n")
 
+    def test_interrupt_variants(self):
+        for code in (
+            "x=$(sleep 100); echo after",
+            "sleep 100 | cat; echo after",
+            "( while :; do :; done ); echo after",
+            "sleep 100 & wait; echo after",
+            "for i in 1 2 3; do sleep 100; done; echo after",
+            "source <(echo 'sleep 100; echo after-inner'); echo after",
+        ):
+            t = time.monotonic()
+            out, err, done = self.k.exec(code, interrupt_after=0.4)
+            self.assertEqual(done["status"], "interrupted", (code, out, err, done))
+            self.assertNotIn("after", out, code)
+            self.assertLess(time.monotonic() - t, 10, code)
+            out, _, _ = self.ok("echo ok")
+            self.assertEqual(out, "ok\n")
+
+    def test_interrupt_with_errexit_and_nounset(self):
+        self.ok("set -eu")
+        out, _, done = self.k.exec("sleep 100; echo after", interrupt_after=0.4)
+        self.assertEqual(done["status"], "interrupted")
+        out, _, done = self.ok('echo "$-"')
+        self.assertIn("e", out)
+        self.assertIn("u", out)
+        self.ok("set +eu")
+
+    def test_errexit_ends_the_kernel(self):
+        # as at a terminal prompt: with set -e a failing command ends the shell (the agent
+        # reports a crash and starts a new kernel from the latest snapshot)
+        self.ok("set -e")
+        self.k.send({"op": "exec", "id": "e", "seq": 9, "code": "echo before; false; echo after", "nonce": "1" * 32})
+        self.assertEqual(self.k.p.wait(TIMEOUT), 1)
+
+    def test_eof_on_requests_ends_cleanly(self):
+        self.ok("X=1")
+        os.close(self.k.ctrl_w)
+        self.assertEqual(self.k.p.wait(TIMEOUT), 0)
+
+    def test_user_redirects_stdout_for_good(self):
+        out, _, done = self.ok("exec >/dev/null; echo hidden")
+        self.assertEqual(out, "")
+        out, err, done = self.ok("echo still-hidden; echo shown >&2")
+        self.assertEqual((out, err), ("", "shown\n"))
+
+    def test_posix_mode_and_odd_options(self):
+        self.ok("set -o posix; set -f; set -C; shopt -s failglob nullglob nocasematch extdebug; IFS=,")
+        out, _, done = self.ok("echo *; x=1; echo \"$x\"")
+        self.assertEqual(out, "*\n1\n")
+        _, _, done = self.k.exec("Y=2")
+        self.assertTrue(done["changed"])
+        ev = self.k.request({"op": "vars", "id": "v"})
+        self.assertIn("Y", [v["name"] for v in ev["vars"]])
+        _, _, m = self.k.snapshot()
+        self.assertTrue(m["ok"])
+
     def test_sigint_between_executions(self):
         self.ok("X=1")
         for _ in range(3):
@@ -588,6 +643,28 @@ echo "PAGER=${PAGER-unset}"
             self.assertFalse(done["changed"])
             _, data3, _ = k2.snapshot("snap-3")
             self.assertEqual(data3, data)
+        finally:
+            k2.close()
+
+    def test_restore_aliases_functions_options(self):
+        k = self.kernel()
+        try:
+            k.exec("alias echo='echo E'")
+            k.exec("h() { echo hi; }; shopt -s extglob")
+            k.exec("g() { [[ abc == +([a-c]) ]] && echo ext; }; shopt -u extglob")
+            k.exec("my-func.x() { echo odd-name; }; declare -n REF=TARGET; TARGET=t1; set -o posix")
+            expected, err, _ = k.exec("h; g; my-func.x; echo $REF; shopt -q extglob || echo extglob-off; set -o | grep -w posix")
+            self.assertEqual(err, "")
+            _, data, manifest = k.snapshot()
+        finally:
+            k.close()
+        self.assertIn("REF", manifest["kept"])
+        k2 = self.kernel(restore_data=data)
+        try:
+            self.assertEqual(k2.ready["failed"], [])
+            out, err, _ = k2.exec("h; g; my-func.x; echo $REF; shopt -q extglob || echo extglob-off; set -o | grep -w posix")
+            self.assertEqual((out, err), (expected, ""))
+            self.assertEqual(out.splitlines()[0], "E hi")
         finally:
             k2.close()
 
