@@ -69,6 +69,8 @@ func (a *Agent) serveConn(c io.ReadWriteCloser) {
 			switch req.Op {
 			case execproto.OpStatus:
 				_ = sc.SendJSON(execproto.TypeReply, f.ID, a.Status())
+			case execproto.OpFiles:
+				_ = sc.SendJSON(execproto.TypeReply, f.ID, listFiles(a.cfg.Workdir, a.cfg.StateDir, 200))
 			case execproto.OpInterrupt:
 				ok := a.Interrupt()
 				_ = sc.SendJSON(execproto.TypeReply, f.ID, map[string]bool{"interrupted": ok})

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/runtimectl/runtimectl/session"
 )
 
 func newCmdStop(f *Factory) *cobra.Command {
@@ -32,24 +34,47 @@ func newCmdStop(f *Factory) *cobra.Command {
 }
 
 func newCmdRm(f *Factory) *cobra.Command {
-	var force bool
+	var (
+		force bool
+		exp   session.ExportOptions
+	)
 	c := &cobra.Command{
-		Use:     "rm NAME",
-		Short:   "Remove a session's container and volume (its state and history)",
-		Example: "  runtimectl session rm demo\n  runtimectl session rm demo --force   # even while it runs",
-		Args:    args(1, 1),
+		Use:   "rm NAME",
+		Short: "Remove a session's container and volume (its state and history)",
+		Long: `Remove the session's container and volume. A running session is refused unless --force.
+With --export DIR, first copy the workspace files matching --keep globs (matched against the path
+under /workspace and against the file name) and, with --keep-history, the history as JSON and
+ipynb, to DIR; nothing is removed if the export fails.`,
+		Example: `  runtimectl session rm demo
+  runtimectl session rm demo --force   # even while it runs
+  runtimectl session rm s --force --export ./final --keep 'final_*.csv' --keep report.pdf --keep-history`,
+		Args: args(1, 1),
 		RunE: func(c *cobra.Command, a []string) error {
 			if err := validName(a[0]); err != nil {
 				return err
+			}
+			if exp.Dir == "" && (len(exp.Keep) > 0 || exp.History) {
+				return usagef("--keep and --keep-history go with --export DIR")
 			}
 			cl, err := f.Client()
 			if err != nil {
 				return err
 			}
-			return cl.Remove(c.Context(), a[0], force)
+			if exp.Dir == "" {
+				return cl.Remove(c.Context(), a[0], force)
+			}
+			n, err := cl.RemoveExport(c.Context(), a[0], force, exp)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(f.IO.Err, "runtimectl: exported %d file(s) to %s\n", n, exp.Dir)
+			return nil
 		},
 	}
 	c.Flags().BoolVar(&force, "force", false, "remove a running session too")
+	c.Flags().StringVar(&exp.Dir, "export", "", "copy the kept files to DIR before removing")
+	c.Flags().StringArrayVar(&exp.Keep, "keep", nil, "glob of workspace files to export (repeatable)")
+	c.Flags().BoolVar(&exp.History, "keep-history", false, "export the history as history.json and history.ipynb too")
 	return c
 }
 

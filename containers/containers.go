@@ -29,6 +29,7 @@ type API interface {
 	ContainerExecAttach(ctx context.Context, execID string, options container.ExecAttachOptions) (types.HijackedResponse, error)
 	CopyToContainer(ctx context.Context, containerID, dstPath string, content io.Reader, options container.CopyToContainerOptions) error
 	CopyFromContainer(ctx context.Context, containerID, srcPath string) (io.ReadCloser, container.PathStat, error)
+	ContainerStatPath(ctx context.Context, containerID, path string) (container.PathStat, error)
 }
 
 // Spec is what a session container is made from.

@@ -2,6 +2,7 @@ package containers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -24,4 +25,23 @@ func (m *Manager) CopyTo(ctx context.Context, session, dir string, content io.Re
 		return fmt.Errorf("copy into %s of session %q: %w", dir, session, classify(err))
 	}
 	return nil
+}
+
+// PathInfo describes a path in a session's container.
+type PathInfo struct {
+	Exists bool
+	IsDir  bool
+	Size   int64
+}
+
+// Stat describes path in the session's container (running or not).
+func (m *Manager) Stat(ctx context.Context, session, path string) (PathInfo, error) {
+	st, err := m.api.ContainerStatPath(ctx, Name(session), path)
+	if err != nil {
+		if err = classify(err); errors.Is(err, ErrNotFound) {
+			return PathInfo{}, nil
+		}
+		return PathInfo{}, fmt.Errorf("stat %s in session %q: %w", path, session, err)
+	}
+	return PathInfo{Exists: true, IsDir: st.Mode.IsDir(), Size: st.Size}, nil
 }

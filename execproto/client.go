@@ -24,7 +24,7 @@ type RemoteError struct {
 func (e *RemoteError) Error() string { return e.Op + ": " + e.Message }
 
 // Handlers receive an execution's events while it runs. Each may be nil. They are called from
-// the client's reader goroutine, one at a time and in order; a slow handler slows the stream.
+// the goroutine that called Exec, one at a time and in order; a slow handler slows the stream.
 type Handlers struct {
 	Stdout func(p []byte)
 	Stderr func(p []byte)
@@ -36,6 +36,9 @@ type Handlers struct {
 type Client struct {
 	conn  io.ReadWriteCloser
 	hello Hello
+
+	closeOnce sync.Once
+	closeConn error // what conn.Close returned
 
 	wmu sync.Mutex // serialises frame writes
 	w   *bufio.Writer
@@ -103,9 +106,17 @@ func (c *Client) Done() <-chan struct{} { return c.closed }
 
 // Close ends the connection. Executions that are running go on in the agent.
 func (c *Client) Close() error {
-	err := c.conn.Close()
+	err := c.closeConnOnce()
 	<-c.closed
 	return err
+}
+
+// closeConnOnce closes conn the first time it is called, by Close or by the reader when the
+// stream ends or breaks (a peer that sends a malformed frame is not read any further, so it
+// must not be left blocked writing to us).
+func (c *Client) closeConnOnce() error {
+	c.closeOnce.Do(func() { c.closeConn = c.conn.Close() })
+	return c.closeConn
 }
 
 func (c *Client) readLoop(r io.Reader) {
@@ -134,6 +145,7 @@ func (c *Client) readLoop(r io.Reader) {
 	c.mu.Lock()
 	c.err = err
 	c.mu.Unlock()
+	_ = c.closeConnOnce()
 	close(c.closed)
 }
 
@@ -174,13 +186,22 @@ func (c *Client) unregister(id uint32) {
 	c.mu.Unlock()
 }
 
+// send writes one frame. A frame too large is refused before anything is written; any other
+// failure means the connection is broken, and the error wraps ErrClosed.
 func (c *Client) send(f Frame) error {
+	if len(f.Payload) > MaxPayload {
+		return WriteFrame(c.w, f) // refuses it, writes nothing
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if err := WriteFrame(c.w, f); err != nil {
-		return err
+	err := WriteFrame(c.w, f)
+	if err == nil {
+		err = c.w.Flush()
 	}
-	return c.w.Flush()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrClosed, err)
+	}
+	return nil
 }
 
 func (c *Client) sendRequest(id uint32, req Request) error {
@@ -206,33 +227,40 @@ func (c *Client) Exec(ctx context.Context, req Request, h Handlers, detach <-cha
 	if err := c.sendRequest(id, req); err != nil {
 		return nil, err
 	}
+	// handle passes one frame on; final is true for the frame that ends the execution.
+	handle := func(f Frame) (res *Result, final bool, err error) {
+		switch f.Type {
+		case TypeStdout:
+			if h.Stdout != nil {
+				h.Stdout(f.Payload)
+			}
+		case TypeStderr:
+			if h.Stderr != nil {
+				h.Stderr(f.Payload)
+			}
+		case TypeNotice:
+			var n Notice
+			if json.Unmarshal(f.Payload, &n) == nil && h.Notice != nil {
+				h.Notice(n.Message)
+			}
+		case TypeResult:
+			var res Result
+			if err := json.Unmarshal(f.Payload, &res); err != nil {
+				return nil, true, fmt.Errorf("decode result: %w", err)
+			}
+			return &res, true, nil
+		case TypeError:
+			return nil, true, decodeRemoteError(OpExec, f.Payload)
+		}
+		return nil, false, nil
+	}
 	interrupted := false
 	ctxDone := ctx.Done()
 	for {
 		select {
 		case f := <-ch:
-			switch f.Type {
-			case TypeStdout:
-				if h.Stdout != nil {
-					h.Stdout(f.Payload)
-				}
-			case TypeStderr:
-				if h.Stderr != nil {
-					h.Stderr(f.Payload)
-				}
-			case TypeNotice:
-				var n Notice
-				if json.Unmarshal(f.Payload, &n) == nil && h.Notice != nil {
-					h.Notice(n.Message)
-				}
-			case TypeResult:
-				var res Result
-				if err := json.Unmarshal(f.Payload, &res); err != nil {
-					return nil, fmt.Errorf("decode result: %w", err)
-				}
-				return &res, nil
-			case TypeError:
-				return nil, decodeRemoteError(OpExec, f.Payload)
+			if res, final, err := handle(f); final {
+				return res, err
 			}
 		case <-ctxDone:
 			if !interrupted {
@@ -245,21 +273,13 @@ func (c *Client) Exec(ctx context.Context, req Request, h Handlers, detach <-cha
 		case <-detach:
 			return nil, fmt.Errorf("detached: %w", context.Canceled)
 		case <-c.closed:
-			// Frames that arrived before the end are still in ch: deliver them first.
+			// The reader put every frame that arrived before the end into ch before it closed
+			// c.closed: deliver them first, the final one included.
 			for {
 				select {
 				case f := <-ch:
-					if f.Type == TypeResult {
-						var res Result
-						if err := json.Unmarshal(f.Payload, &res); err == nil {
-							return &res, nil
-						}
-					}
-					if f.Type == TypeStdout && h.Stdout != nil {
-						h.Stdout(f.Payload)
-					}
-					if f.Type == TypeStderr && h.Stderr != nil {
-						h.Stderr(f.Payload)
+					if res, final, err := handle(f); final {
+						return res, err
 					}
 					continue
 				default:
@@ -277,35 +297,42 @@ func (c *Client) Call(ctx context.Context, req Request, reply any) error {
 	if err := c.sendRequest(id, req); err != nil {
 		return err
 	}
+	// handle returns final true for the frame that ends the call.
+	handle := func(f Frame) (final bool, err error) {
+		switch f.Type {
+		case TypeReply:
+			if reply == nil {
+				return true, nil
+			}
+			if err := json.Unmarshal(f.Payload, reply); err != nil {
+				return true, fmt.Errorf("decode %s reply: %w", req.Op, err)
+			}
+			return true, nil
+		case TypeError:
+			return true, decodeRemoteError(req.Op, f.Payload)
+		}
+		return false, nil
+	}
 	for {
 		select {
 		case f := <-ch:
-			switch f.Type {
-			case TypeReply:
-				if reply == nil {
-					return nil
-				}
-				if err := json.Unmarshal(f.Payload, reply); err != nil {
-					return fmt.Errorf("decode %s reply: %w", req.Op, err)
-				}
-				return nil
-			case TypeError:
-				return decodeRemoteError(req.Op, f.Payload)
+			if final, err := handle(f); final {
+				return err
 			}
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w", req.Op, ctx.Err())
 		case <-c.closed:
-			select {
-			case f := <-ch:
-				if f.Type == TypeReply {
-					if reply != nil {
-						return json.Unmarshal(f.Payload, reply)
+			for {
+				select {
+				case f := <-ch:
+					if final, err := handle(f); final {
+						return err
 					}
-					return nil
+					continue
+				default:
 				}
-			default:
+				return c.closeErr()
 			}
-			return c.closeErr()
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package execproto
 
-import "github.com/runtimectl/runtimectl/history"
+import (
+	"time"
+
+	"github.com/runtimectl/runtimectl/history"
+)
 
 // Request operations.
 const (
@@ -11,6 +15,7 @@ const (
 	OpStatus    = "status"    // Reply Status
 	OpVars      = "vars"      // Reply VarsReply
 	OpInterrupt = "interrupt" // interrupt whatever runs now (from another connection); Reply Status
+	OpFiles     = "files"     // list the workspace's files, newest first; Reply FilesReply
 )
 
 // Statuses of an execution.
@@ -137,4 +142,18 @@ type Skipped struct {
 	Name   string `json:"name"`
 	Type   string `json:"type"`
 	Reason string `json:"reason"`
+}
+
+// File is one file of the workspace.
+type File struct {
+	Path     string    `json:"path"` // relative to /workspace
+	Size     int64     `json:"size"`
+	Modified time.Time `json:"modified"`
+}
+
+// FilesReply is the reply to OpFiles.
+type FilesReply struct {
+	Files     []File `json:"files"` // newest first, capped
+	Total     int    `json:"total"`
+	TotalSize int64  `json:"total_size"`
 }

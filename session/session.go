@@ -119,6 +119,10 @@ type ExecOptions struct {
 	OnStderr func([]byte)
 	// Stdout and Stderr, when set, receive the same output as the callbacks.
 	Stdout, Stderr io.Writer
+	// OnResult receives the repr of a final expression; OnError a raised exception (or a crash),
+	// both once, when the execution ends.
+	OnResult func(repr string)
+	OnError  func(e history.Error)
 	// OnNotice receives things the runtime says about the session (a restart, a restore).
 	OnNotice func(string)
 	// Detach, when closed, stops waiting for the result; the execution goes on in the session.
@@ -175,6 +179,12 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 		}
 	}
 	res.Session = s.name
+	if res.Result != nil && o.OnResult != nil {
+		o.OnResult(*res.Result)
+	}
+	if res.Error != nil && o.OnError != nil {
+		o.OnError(*res.Error)
+	}
 	res.Stdout = string(stdout)
 	res.Stderr = string(stderr)
 	if res.Outputs == nil {
@@ -259,4 +269,24 @@ func (s *Session) Vars(ctx context.Context) (execproto.VarsReply, error) {
 	}
 	err = conn.Call(ctx, execproto.Request{Op: execproto.OpVars}, &rep)
 	return rep, err
+}
+
+// CopyTo copies a host file or folder into the session (see Client.CopyTo).
+func (s *Session) CopyTo(ctx context.Context, src, dst string) error {
+	return s.c.CopyTo(ctx, s.name, src, dst)
+}
+
+// CopyFrom copies a session file or folder to the host (see Client.CopyFrom).
+func (s *Session) CopyFrom(ctx context.Context, src, dst string) error {
+	return s.c.CopyFrom(ctx, s.name, src, dst)
+}
+
+// Context summarises the session for a model's next prompt (see Client.Context).
+func (s *Session) Context(ctx context.Context, o ContextOptions) (*Summary, error) {
+	return s.c.Context(ctx, s.name, o)
+}
+
+// Fork makes a new session from this one's workspace and snapshot at (default the latest).
+func (s *Session) Fork(ctx context.Context, name, at string) (*Session, error) {
+	return s.c.Fork(ctx, s.name, name, at)
 }

@@ -1,0 +1,122 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/runtimectl/runtimectl/internal/tarsafe"
+)
+
+// Workspace is the session's working directory, its volume's mount point.
+const Workspace = "/workspace"
+
+// SessionUID and SessionGID own the files of the session's user.
+const (
+	SessionUID = 1000
+	SessionGID = 1000
+)
+
+// ResolvePath turns a session-side path (relative to /workspace, or absolute inside it) into
+// an absolute one, refusing anything outside the workspace or inside the runtime's own state.
+func ResolvePath(p string) (string, error) {
+	if p == "" {
+		p = "."
+	}
+	abs := p
+	if !path.IsAbs(p) {
+		abs = path.Join(Workspace, p)
+	}
+	abs = path.Clean(abs)
+	if abs != Workspace && !strings.HasPrefix(abs, Workspace+"/") {
+		return "", fmt.Errorf("%w path %q: session paths are under %s (give a relative path or one inside it)", ErrInvalid, p, Workspace)
+	}
+	if abs == StateDir || strings.HasPrefix(abs, StateDir+"/") {
+		return "", fmt.Errorf("%w path %q: %s is the runtime's own state; use `runtimectl session history` and `snapshots`", ErrInvalid, p, StateDir)
+	}
+	return abs, nil
+}
+
+// CopyTo copies the host file or folder src into the session as dst (docker cp semantics:
+// into dst when it is an existing folder, else as dst). The files belong to the session's
+// user. Links that leave src are refused.
+func (c *Client) CopyTo(ctx context.Context, name, src, dst string) error {
+	if _, err := c.ensureContainer(ctx, name); err != nil {
+		return err
+	}
+	abs, err := ResolvePath(dst)
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(src)
+	if err != nil {
+		return fmt.Errorf("%w source %s: %v", ErrInvalid, src, err)
+	}
+	info, err := c.ctr.Stat(ctx, name, abs)
+	if err != nil {
+		return err
+	}
+	target := abs
+	if info.Exists && info.IsDir {
+		target = path.Join(abs, filepath.Base(filepath.Clean(src)))
+	} else if strings.HasSuffix(dst, "/") && !st.IsDir() {
+		return fmt.Errorf("%w destination %s: no such folder in the session", ErrInvalid, dst)
+	}
+	rel := strings.TrimPrefix(target, Workspace+"/")
+	if target == Workspace {
+		return fmt.Errorf("%w destination %s: name a path under it", ErrInvalid, dst)
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(tarsafe.Write(pw, src, rel, SessionUID, SessionGID)) }()
+	err = c.ctr.CopyTo(ctx, name, Workspace, pr)
+	pr.CloseWithError(err)
+	return err
+}
+
+// CopyFrom copies the session's file or folder src to the host as dst (docker cp semantics:
+// into dst when it is an existing folder, else as dst). Every entry is checked: nothing is
+// written outside dst.
+func (c *Client) CopyFrom(ctx context.Context, name, src, dst string) error {
+	if _, err := c.ensureContainer(ctx, name); err != nil {
+		return err
+	}
+	abs, err := ResolvePath(src)
+	if err != nil {
+		return err
+	}
+	info, err := c.ctr.Stat(ctx, name, abs)
+	if err != nil {
+		return err
+	}
+	if !info.Exists {
+		return fmt.Errorf("%w source %s: no such file or folder in session %s", ErrInvalid, src, name)
+	}
+	dir, rename := dst, ""
+	if st, err := os.Stat(dst); err == nil && st.IsDir() {
+		// Into the existing folder, under the source's own name.
+	} else if err == nil {
+		if info.IsDir {
+			return fmt.Errorf("%w destination %s: a file, cannot hold folder %s", ErrInvalid, dst, src)
+		}
+		dir, rename = filepath.Dir(dst), filepath.Base(dst)
+	} else if errors.Is(err, os.ErrNotExist) {
+		dir, rename = filepath.Dir(filepath.Clean(dst)), filepath.Base(filepath.Clean(dst))
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("%w destination %s: its folder %s does not exist", ErrInvalid, dst, dir)
+		}
+	} else {
+		return err
+	}
+	rc, err := c.ctr.CopyFrom(ctx, name, abs)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	_, err = tarsafe.Extract(rc, dir, rename, nil)
+	return err
+}

@@ -1,0 +1,288 @@
+package session
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/execproto"
+	"github.com/runtimectl/runtimectl/history"
+	"github.com/runtimectl/runtimectl/internal/tarsafe"
+	"github.com/runtimectl/runtimectl/snapshot"
+	"github.com/runtimectl/runtimectl/volumes"
+)
+
+// rewriteTar copies the tar stream r to w, passing each entry's header to edit: it returns the
+// header to write (possibly renamed) or nil to drop the entry.
+func rewriteTar(w io.Writer, r io.Reader, edit func(h *tar.Header) *tar.Header, extra func(tw *tar.Writer) error) error {
+	tr := tar.NewReader(r)
+	tw := tar.NewWriter(w)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		nh := edit(h)
+		if nh == nil {
+			continue
+		}
+		if err := tw.WriteHeader(nh); err != nil {
+			return err
+		}
+		if nh.Typeflag == tar.TypeReg {
+			if _, err := io.Copy(tw, tr); err != nil {
+				return err
+			}
+		}
+	}
+	if extra != nil {
+		if err := extra(tw); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// stripWorkspace turns "workspace/x/y" into "x/y"; ok is false for the root entry itself.
+func stripWorkspace(name string) (string, bool) {
+	name = strings.TrimPrefix(name, "./")
+	rest, found := strings.CutPrefix(name, "workspace/")
+	if !found || strings.Trim(rest, "/") == "" {
+		return "", false
+	}
+	return rest, true
+}
+
+// Fork makes a new session dst from src: a copy of src's workspace and of one snapshot (at, or
+// the latest), with its own history that starts with a record of where it came from. Both then
+// evolve independently. src is not stopped; its pending snapshot is waited for.
+func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error) {
+	if err := c.exists(ctx, src); err != nil {
+		return nil, err
+	}
+	if err := ValidateName(dst); err != nil {
+		return nil, err
+	}
+	if err := c.exists(ctx, dst); err == nil {
+		return nil, fmt.Errorf("%w: session %q exists already; choose another name or remove it", ErrInvalid, dst)
+	}
+	if ci, err := c.ctr.Inspect(ctx, src); err == nil && ci.Running {
+		s := &Session{c: c, name: src}
+		if err := s.connect(ctx); err == nil {
+			_ = s.conn.Call(ctx, execproto.Request{Op: execproto.OpDrain}, nil)
+			s.Close()
+		}
+	}
+	manifests, err := c.Snapshots(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	var chosen *snapshot.Manifest
+	for i := range manifests {
+		m := &manifests[i]
+		if (at == "" && (chosen == nil || m.Seq >= chosen.Seq)) || m.ID == at {
+			chosen = m
+		}
+	}
+	if at != "" && chosen == nil {
+		return nil, fmt.Errorf("%w: session %s has no snapshot %q; list them with `runtimectl session snapshots %s`", ErrInvalid, src, at, src)
+	}
+	vol, err := c.vol.Inspect(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	st, err := decodeSettings(vol.Settings)
+	if err != nil {
+		return nil, err
+	}
+	st.Session, st.Created = dst, time.Now().UTC()
+	if _, err := c.vol.Create(ctx, dst, st.Lang, st.encode()); err != nil {
+		return nil, err
+	}
+	cleanup := func() {
+		_ = c.ctr.Remove(context.Background(), dst, true)
+		_ = c.vol.Remove(context.Background(), volumes.Name(dst))
+	}
+	if _, err := c.ctr.Create(ctx, containerSpec(st)); err != nil {
+		cleanup()
+		return nil, err
+	}
+
+	note := fmt.Sprintf("forked from session %s with an empty state (it had no snapshot)", src)
+	var seq int64
+	keep := map[string]bool{}
+	if chosen != nil {
+		seq = chosen.Seq
+		note = fmt.Sprintf("forked from session %s at snapshot %s (after its execution %d)", src, chosen.ID, chosen.Seq)
+		keep[".runtimectl/snapshots/"+chosen.ID+".json"] = true
+		keep[".runtimectl/snapdata/"+chosen.ID+".snap"] = true
+	}
+	// The new history starts with a record of where it came from, numbered as the execution
+	// the snapshot follows, so that the fork's own executions continue the numbering.
+	var line []byte
+	if seq > 0 {
+		now := time.Now().UTC()
+		for _, r := range []history.Record{
+			{Schema: history.Schema, Kind: history.KindStart, Seq: seq, Code: "# " + note, Status: history.StatusRunning, Started: now},
+			{Schema: history.Schema, Kind: history.KindEnd, Seq: seq, Code: "# " + note, Status: history.StatusOK, Started: now, Note: note,
+				State: &history.State{Status: history.StateSaved, Snapshot: chosen.ID}},
+		} {
+			b, err := json.Marshal(r)
+			if err != nil {
+				cleanup()
+				return nil, err
+			}
+			line = append(append(line, b...), '\n')
+		}
+	}
+	rc, err := c.ctr.CopyFrom(ctx, src, Workspace)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	defer rc.Close()
+	pr, pw := io.Pipe()
+	go func() {
+		pw.CloseWithError(rewriteTar(pw, rc, func(h *tar.Header) *tar.Header {
+			rel, ok := stripWorkspace(h.Name)
+			if !ok {
+				return nil
+			}
+			clean := strings.TrimSuffix(rel, "/")
+			if clean == ".runtimectl" || strings.HasPrefix(clean, ".runtimectl/") {
+				if clean != ".runtimectl" && clean != ".runtimectl/snapshots" && clean != ".runtimectl/snapdata" && !keep[clean] {
+					return nil
+				}
+			}
+			h.Name = rel
+			return h
+		}, func(tw *tar.Writer) error {
+			if len(line) == 0 {
+				return nil
+			}
+			if err := tw.WriteHeader(&tar.Header{Name: ".runtimectl/history.jsonl", Typeflag: tar.TypeReg, Mode: 0o600, Size: int64(len(line)), ModTime: time.Now()}); err != nil {
+				return err
+			}
+			_, err := tw.Write(line)
+			return err
+		}))
+	}()
+	if err := c.ctr.CopyTo(ctx, dst, Workspace, pr); err != nil {
+		pr.CloseWithError(err)
+		cleanup()
+		return nil, fmt.Errorf("fork %s into %s: %w", src, dst, err)
+	}
+	s, _, err := c.Start(ctx, Spec{Name: dst})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ExportOptions say what `rm --export` keeps.
+type ExportOptions struct {
+	Dir     string   // created if missing
+	Keep    []string // globs matched against the path under /workspace and against the base name
+	History bool     // also history.json and history.ipynb
+}
+
+// RemoveExport copies the workspace files that match o.Keep (and the history) to o.Dir, then
+// removes the session. Nothing is removed when the export fails.
+func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o ExportOptions) (int, error) {
+	if err := c.exists(ctx, name); err != nil {
+		return 0, err
+	}
+	for _, g := range o.Keep {
+		if _, err := path.Match(g, ""); err != nil {
+			return 0, fmt.Errorf("%w --keep %q: %v", ErrInvalid, g, err)
+		}
+	}
+	ci, err := c.ensureContainer(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	if ci.Running && !force {
+		return 0, fmt.Errorf("%w: %q; stop it first (`runtimectl session stop %s`) or use --force", ErrRunning, name, name)
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return 0, fmt.Errorf("export to %s: %w; nothing was removed", o.Dir, err)
+	}
+	n := 0
+	if len(o.Keep) > 0 {
+		rc, err := c.ctr.CopyFrom(ctx, name, Workspace)
+		if err != nil {
+			return 0, fmt.Errorf("export: %w; nothing was removed", err)
+		}
+		pr, pw := io.Pipe()
+		go func() {
+			pw.CloseWithError(rewriteTar(pw, rc, func(h *tar.Header) *tar.Header {
+				rel, ok := stripWorkspace(h.Name)
+				clean := strings.TrimSuffix(rel, "/")
+				if !ok || clean == ".runtimectl" || strings.HasPrefix(clean, ".runtimectl/") || h.Typeflag != tar.TypeReg {
+					return nil
+				}
+				if !matchAny(o.Keep, clean) {
+					return nil
+				}
+				h.Name = clean
+				return h
+			}, nil))
+		}()
+		n, err = tarsafe.Extract(pr, o.Dir, "", nil)
+		pr.CloseWithError(err)
+		rc.Close()
+		if err != nil {
+			return n, fmt.Errorf("export to %s: %w; nothing was removed", o.Dir, err)
+		}
+	}
+	if o.History {
+		execs, _, err := c.readHistory(ctx, name)
+		if err != nil {
+			return n, fmt.Errorf("export history: %w; nothing was removed", err)
+		}
+		for _, f := range []struct {
+			name  string
+			write func(io.Writer) error
+		}{
+			{"history.json", func(w io.Writer) error { return history.WriteJSON(w, execs) }},
+			{"history.ipynb", func(w io.Writer) error { return history.WriteIPYNB(w, ci.Lang, execs) }},
+		} {
+			var buf bytes.Buffer
+			if err := f.write(&buf); err != nil {
+				return n, fmt.Errorf("export history: %w; nothing was removed", err)
+			}
+			if err := os.WriteFile(filepath.Join(o.Dir, f.name), buf.Bytes(), 0o644); err != nil {
+				return n, fmt.Errorf("export history: %w; nothing was removed", err)
+			}
+		}
+	}
+	if err := c.ctr.Remove(ctx, name, true); err != nil && !errors.Is(err, containers.ErrNotFound) {
+		return n, err
+	}
+	return n, c.vol.Remove(ctx, volumes.Name(name))
+}
+
+func matchAny(globs []string, rel string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, rel); ok {
+			return true
+		}
+		if ok, _ := path.Match(g, path.Base(rel)); ok {
+			return true
+		}
+	}
+	return false
+}
