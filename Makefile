@@ -39,7 +39,7 @@ test-short: ## unit tests only, no Docker
 
 FUZZTIME ?= 2m
 fuzz: ## run every fuzz target for FUZZTIME each (CI: a few seconds)
-	@set -e; for pkg in ./execproto ./history ./snapshot; do \
+	@set -e; for pkg in ./execproto ./agent ./history ./snapshot; do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "fuzz $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null; \
 	  done; \

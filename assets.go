@@ -5,7 +5,9 @@ package runtimectl
 
 import "embed"
 
-// Assets are the Dockerfiles and kernels/ of this repository.
+// Assets are the Dockerfiles (Dockerfile.<lang>, one per language in package lang) and kernels/
+// of this repository. The pattern takes every language's Dockerfile, so adding a language does
+// not touch this file.
 //
-//go:embed Dockerfile.python Dockerfile.bash kernels
+//go:embed Dockerfile.* kernels
 var Assets embed.FS

@@ -116,25 +116,27 @@ type limiter struct {
 	limit   int64
 	sent    int64
 	dropped int64
+	marked  bool // the marker was sent
 	send    func(p []byte)
 	marker  string
 }
 
 func (l *limiter) write(p []byte) {
-	if l.sent >= l.limit {
-		l.dropped += int64(len(p))
+	if room := l.limit - l.sent; room > 0 && len(p) > 0 {
+		n := min(room, int64(len(p)))
+		l.send(p[:n])
+		l.sent += n
+		p = p[n:]
+	}
+	if len(p) == 0 {
 		return
 	}
-	room := l.limit - l.sent
-	if int64(len(p)) > room {
-		l.send(p[:room])
-		l.sent += room
-		l.dropped += int64(len(p)) - room
+	// The first byte past the cap, whether it came in the write that reached the cap or later.
+	l.dropped += int64(len(p))
+	if !l.marked {
+		l.marked = true
 		l.send([]byte(l.marker))
-		return
 	}
-	l.send(p)
-	l.sent += int64(len(p))
 }
 
 func capMarker(limit int64) string {
@@ -153,6 +155,9 @@ type headTail struct {
 func (h *headTail) write(p []byte) {
 	h.total += int64(len(p))
 	half := h.max / 2
+	if half == 0 {
+		return // a cap too small to split keeps nothing (and the ring below would divide by 0)
+	}
 	if room := half - len(h.head); room > 0 {
 		n := min(room, len(p))
 		h.head = append(h.head, p[:n]...)

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"text/tabwriter"
 )
 
 // Units of the figures.
@@ -199,19 +198,18 @@ func (r *Results) PrintTable(w io.Writer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	h := r.Header
-	fmt.Fprintf(w, "machine: %d cores (%s), %.1f GiB, kernel %s, docker %s (API %s), %s\n",
-		h.Cores, h.CPU, float64(h.MemoryBytes)/(1<<30), h.Kernel, h.DockerVersion, h.DockerAPI, h.Date)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "figure\tunit\tp50\tp90\tp99\tn\t compared with\tratio\tdelta\ttarget\t\t")
+	fmt.Fprintf(w, "machine: %d cores (%s), %.1f GiB, kernel %s, docker %s (API %s, %s, cgroup v%s), load %s at start, %s\n",
+		h.Cores, h.CPU, float64(h.MemoryBytes)/(1<<30), h.Kernel, h.DockerVersion, h.DockerAPI, h.StorageDriver, h.CgroupVersion, h.LoadAvg, h.Date)
+	rows := [][]string{{"figure", "unit", "p50", "p90", "p99", "n", "compared with", "ratio", "delta", "target", ""}}
 	for _, f := range r.Figures {
+		head := []string{f.Name, f.Unit, num(f.P50), num(f.P90), num(f.P99), fmt.Sprint(f.N)}
 		if len(f.Comparisons) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t\t\t\t\t\t\n", f.Name, f.Unit, num(f.P50), num(f.P90), num(f.P99), f.N)
+			rows = append(rows, append(head, "", "", "", "", ""))
 			continue
 		}
 		for i, c := range f.Comparisons {
-			name, unit, p50, p90, p99, n := f.Name, f.Unit, num(f.P50), num(f.P90), num(f.P99), fmt.Sprint(f.N)
 			if i > 0 {
-				name, unit, p50, p90, p99, n = "", "", "", "", "", ""
+				head = []string{"", "", "", "", "", ""}
 			}
 			verdict := ""
 			if c.Met != nil {
@@ -220,11 +218,31 @@ func (r *Results) PrintTable(w io.Writer) {
 					verdict = "MISSED"
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t %s\t%s\t%s\t%s\t%s\t\n", name, unit, p50, p90, p99, n,
-				c.ComparedWith, num(c.Ratio), signed(c.Delta), c.Target, verdict)
+			rows = append(rows, append(head, c.ComparedWith, num(c.Ratio), signed(c.Delta), c.Target, verdict))
 		}
 	}
-	tw.Flush()
+	right := map[int]bool{2: true, 3: true, 4: true, 5: true, 7: true, 8: true}
+	width := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i, cell := range row {
+			width[i] = max(width[i], len(cell))
+		}
+	}
+	for _, row := range rows {
+		var b strings.Builder
+		for i, cell := range row {
+			pad := strings.Repeat(" ", width[i]-len(cell))
+			if right[i] {
+				b.WriteString(pad + cell)
+			} else {
+				b.WriteString(cell + pad)
+			}
+			if i < len(row)-1 {
+				b.WriteString("  ")
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "note: "+n)
 	}

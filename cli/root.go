@@ -165,6 +165,7 @@ being stopped, killed or replaced.`,
 		return usagef("%v; see `%s --help`", err, c.CommandPath())
 	})
 	root.AddCommand(newCmdSession(f), newCmdImage(f), newCmdVolume(f), newCmdVersion(f))
+	root.AddCommand(newCmdDoctor(f), newCmdCompletion(f))
 	return root
 }
 
@@ -204,16 +205,4 @@ func validName(name string) error {
 		return &usageError{err}
 	}
 	return nil
-}
-
-func newCmdVersion(f *Factory) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the versions of runtimectl and its agent protocol",
-		Args:  args(0, 0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			fmt.Fprintf(f.IO.Out, "runtimectl %s (agent protocol %d)\n", Version, protocolVersion)
-			return nil
-		},
-	}
 }

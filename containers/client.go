@@ -2,6 +2,7 @@ package containers
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -33,21 +34,74 @@ var ErrNotFound = errors.New("not found")
 var ErrUnreachable = errors.New("the Docker engine cannot be reached")
 
 // classify maps a Docker client error to the project's errors.
-func classify(err error) error {
+func classify(err error) error { return classifyHost(err, "") }
+
+// classifyHost is classify for a client that dials host ("" for DOCKER_HOST or the default).
+func classifyHost(err error, host string) error {
 	if err == nil {
 		return nil
 	}
 	if errdefs.IsNotFound(err) {
 		return fmt.Errorf("%w: %v", ErrNotFound, err)
 	}
+	if host == "" {
+		host = os.Getenv("DOCKER_HOST")
+	}
+	if host == "" {
+		host = client.DefaultDockerHost
+	}
+	if why := tlsProblem(err); why != "" {
+		return fmt.Errorf("%w: TLS handshake with %s: %s; check DOCKER_CERT_PATH (ca.pem, cert.pem, key.pem) and DOCKER_TLS_VERIFY", ErrUnreachable, host, why)
+	}
 	if client.IsErrConnectionFailed(err) || strings.Contains(err.Error(), "Cannot connect to the Docker daemon") {
-		host := os.Getenv("DOCKER_HOST")
-		if host == "" {
-			host = client.DefaultDockerHost
-		}
 		return fmt.Errorf("%w at %s: %v (is dockerd running? is DOCKER_HOST right?)", ErrUnreachable, host, err)
 	}
 	return err
+}
+
+// tlsProblem says, in a few words, why a TLS connection to the engine failed, or "" when err
+// is not about TLS. The Docker client's own words ("error during connect: Get ...") bury it.
+func tlsProblem(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &unknown):
+		return "certificate signed by unknown authority (the engine's certificate is not signed by the CA in ca.pem)"
+	case errors.As(err, &hostname):
+		return "the engine's certificate is not valid for this host: " + hostname.Error()
+	case errors.As(err, &invalid):
+		return "the engine's certificate is not valid: " + invalid.Error()
+	}
+	msg := err.Error()
+	for _, s := range []string{"tls: bad certificate", "tls: unknown certificate authority", "tls: certificate required", "tls: unknown certificate"} {
+		if strings.Contains(msg, s) {
+			return "the engine refused this client's certificate (" + s + "): cert.pem and key.pem must be signed by a CA that the engine trusts"
+		}
+	}
+	switch {
+	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
+		return "the engine does not speak TLS on this port; unset DOCKER_TLS_VERIFY or use its TLS port"
+	case strings.Contains(msg, "malformed HTTP response") || strings.Contains(msg, "TLS-enabled daemon without TLS"):
+		return "the engine expects TLS on this port; set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH"
+	case strings.Contains(msg, "x509: "):
+		i := strings.Index(msg, "x509: ")
+		return oneLine(msg[i:])
+	case strings.Contains(msg, "remote error: tls: "):
+		i := strings.Index(msg, "remote error: tls: ")
+		return "the engine ended the handshake: " + oneLine(msg[i:])
+	case strings.Contains(msg, "tls: "):
+		i := strings.Index(msg, "tls: ")
+		return oneLine(msg[i:])
+	}
+	return ""
+}
+
+func oneLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimSpace(s)
 }
 
 // IsConflict reports whether err is Docker's "already exists / in use" class.

@@ -159,7 +159,7 @@ type execOut struct {
 }
 
 // startExec runs c.Exec in a goroutine; its outcome arrives on the returned channel.
-func startExec(ctx context.Context, c *Client, req Request, h Handlers, detach <-chan struct{}) <-chan execOut {
+func startExec(ctx context.Context, c *Client, req Request, h Handlers, detach <-chan struct{}) chan execOut {
 	ch := make(chan execOut, 1)
 	go func() {
 		res, err := c.Exec(ctx, req, h, detach)
@@ -496,51 +496,71 @@ func TestExecConnectionTornMidFrame(t *testing.T) {
 }
 
 // The agent's last words before the connection ends are not lost: a final frame that arrived
-// before the end wins over the end. Repeated, because the client sees both at once.
+// before the end wins over the end. The caller is kept busy while both arrive, so that it sees
+// the final frame and the end at once (and Go's select picks either); repeated for that reason.
 func TestFinalFrameThenClose(t *testing.T) {
-	for i := range 50 {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			c, fa := newPair(t)
-
-			done := startExec(t.Context(), c, Request{Code: "x"}, Handlers{}, nil)
-			id, _ := fa.request(t)
-			fa.sendJSON(t, TypeResult, id, Result{Seq: 1, Status: StatusOK})
-			callDone := make(chan error, 1)
-			var st Status
-			go func() { callDone <- c.Call(t.Context(), Request{Op: OpStatus}, &st) }()
-			callID, _ := fa.request(t)
-			fa.sendJSON(t, TypeReply, callID, Status{Lang: "python", NextSeq: 2})
-			errDone := make(chan error, 1)
-			go func() {
-				_, err := c.Exec(t.Context(), Request{Code: "y"}, Handlers{}, nil)
-				errDone <- err
-			}()
-			errID, _ := fa.request(t)
-			require.NoError(t, fa.sc.SendError(errID, "busy", "another execution is running"))
-			callErrDone := make(chan error, 1)
-			go func() { callErrDone <- c.Call(t.Context(), Request{Op: OpVars}, nil) }()
-			callErrID, _ := fa.request(t)
-			require.NoError(t, fa.sc.SendError(callErrID, "internal", "kernel gone"))
-			require.NoError(t, fa.sc.Close())
-
-			res, err := waitExec(t, done)
-			require.NoError(t, err, "exec result")
-			assert.Equal(t, int64(1), res.Seq)
-			select {
-			case err := <-callDone:
-				require.NoError(t, err, "call reply")
-				assert.Equal(t, int64(2), st.NextSeq)
-			case <-time.After(wait):
-				t.Fatal("Call did not return")
-			}
-			for name, ch := range map[string]chan error{"exec error": errDone, "call error": callErrDone} {
-				select {
-				case err := <-ch:
-					var re *RemoteError
-					assert.ErrorAs(t, err, &re, name)
-				case <-time.After(wait):
-					t.Fatalf("%s did not return", name)
+	result := func(t *testing.T, fa *fakeAgent, id uint32) {
+		fa.sendJSON(t, TypeResult, id, Result{Seq: 1, Status: StatusOK})
+	}
+	remoteErr := func(t *testing.T, fa *fakeAgent, id uint32) {
+		require.NoError(t, fa.sc.SendError(id, "busy", "another execution is running"))
+	}
+	reply := func(t *testing.T, fa *fakeAgent, id uint32) { fa.sendJSON(t, TypeReply, id, Status{NextSeq: 2}) }
+	isResult := func(t *testing.T, res *Result, err error) {
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), res.Seq)
+	}
+	isRemote := func(t *testing.T, _ *Result, err error) {
+		var re *RemoteError
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, "busy", re.Code)
+	}
+	tests := []struct {
+		name  string
+		call  bool // Call rather than Exec
+		final func(t *testing.T, fa *fakeAgent, id uint32)
+		check func(t *testing.T, res *Result, err error)
+	}{
+		{"exec result", false, result, isResult},
+		{"exec error", false, remoteErr, isRemote},
+		{"call reply", true, reply, func(t *testing.T, _ *Result, err error) { require.NoError(t, err) }},
+		{"call error", true, remoteErr, isRemote},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 20 {
+				c, fa := newPair(t)
+				busy := make(chan struct{})
+				released := make(chan struct{})
+				done := make(chan execOut, 1)
+				if tt.call {
+					// Call has no handler to hold it up; a frame it ignores, followed at once by
+					// many more, keeps it looping while the end arrives.
+					go func() { done <- execOut{err: c.Call(t.Context(), Request{Op: OpStatus}, nil)} }()
+					close(busy)
+				} else {
+					var once sync.Once
+					h := Handlers{Stdout: func([]byte) {
+						once.Do(func() { close(busy); <-released })
+					}}
+					done = startExec(t.Context(), c, Request{Code: "x"}, h, nil)
 				}
+				id, _ := fa.request(t)
+				fa.send(t, TypeStdout, id, "held")
+				<-busy
+				for range 100 {
+					fa.send(t, TypeStdout, id, "stray")
+				}
+				tt.final(t, fa, id)
+				require.NoError(t, fa.sc.Close())
+				select {
+				case <-c.Done():
+				case <-time.After(wait):
+					t.Fatal("Done not closed")
+				}
+				close(released)
+				res, err := waitExec(t, done)
+				tt.check(t, res, err)
 			}
 		})
 	}

@@ -173,6 +173,9 @@ func FuzzClientStream(f *testing.F) {
 		go func() {
 			defer close(wrote)
 			_, _ = sconn.Write(data)
+			// One more write: a client that stopped reading must have closed its end, or this
+			// blocks for ever (the first write may have landed whole in the client's buffer).
+			_, _ = sconn.Write(frames(Frame{Type: TypeStdout, ID: 99, Payload: []byte("end")}))
 			sconn.Close()
 		}()
 

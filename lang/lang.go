@@ -24,6 +24,7 @@ type Lang struct {
 var registry = map[string]Lang{
 	"python": {Name: "python", Kernel: []string{"python3", "-X", "utf8", "/opt/runtimectl/kernels/python/kernel.py"}, Dockerfile: "Dockerfile.python", Image: "runtimectl/python"},
 	"bash":   {Name: "bash", Kernel: []string{"bash", "--noprofile", "--norc", "/opt/runtimectl/kernels/bash/kernel.bash"}, Dockerfile: "Dockerfile.bash", Image: "runtimectl/bash"},
+	"node":   {Name: "node", Kernel: []string{"node", "/opt/runtimectl/kernels/node/kernel.js"}, Dockerfile: "Dockerfile.node", Image: "runtimectl/node"},
 }
 
 // Get returns the language called name.

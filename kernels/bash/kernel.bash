@@ -8,12 +8,16 @@
 #   only the current execution, as at a terminal prompt, instead of the whole shell.
 # - The code of each `exec` is written to a private file and sourced at the top level of the
 #   main loop (never inside a function), so variables, arrays, functions, aliases, options,
-#   traps on exit, the environment and the cwd all persist. The file is sourced with the
-#   control fds closed and stdin on /dev/null.
+#   the environment and the cwd all persist. The file is sourced with the control fds closed
+#   and stdin on /dev/null.
 # - Driver state lives in variables and functions named __rt_*; they are never snapshotted or
 #   listed. The user's `set`/`shopt` options that would disturb the driver (errexit, nounset,
-#   xtrace, ...) are switched off while the driver itself runs and put back on line 1 of the
-#   code (__rt_pre) and taken off again by a RETURN trap when the code's file ends (__rt_post).
+#   xtrace, posix, nocasematch, ...) and the user's ERR/DEBUG traps are taken off while the
+#   driver itself runs: a RETURN trap (__rt_ret) does it when the code's file ends, and __rt_pre,
+#   the first command on line 1 of the file, puts them back. Driver commands write nothing on
+#   fd 2, and never use the fds the code sees for the nonces (private copies of fds 1 and 2).
+# - `break`/`continue` typed at the top level of the code would leave the driver's loop; the
+#   loops are nested and the file re-sources itself if the code breaks out of all of them.
 # - SIGINT is ignored between executions. During one, a trap stops the code: it returns from
 #   the sourced file (or from the user's function, and then a DEBUG trap returns from each
 #   frame above it) and the execution is reported as "interrupted".
@@ -21,7 +25,7 @@
 #   execution and compared byte for byte with the previous one to compute `changed`.
 
 # ---- stage 1: become an interactive shell (same pid; fds 3-6 are inherited) ---------------
-if [[ $- != *i* && -z ${__rt_stage2-} ]]; then
+if [[ $- != *i* ]]; then
 	exec 9>&2
 	exec "${BASH:-bash}" --norc --noprofile +o history +H +m -i "${BASH_SOURCE[0]}" 2>/dev/null
 	exec 2>&9 9>&-
@@ -36,6 +40,7 @@ if [[ -z ${__rt_inited-} ]]; then
 	trap 'exit 143' TERM
 	trap '__rt_cleanup' EXIT
 	shopt -s expand_aliases
+	BASH_ARGV0=bash # $0, as at a prompt
 fi
 
 # ---- helpers -------------------------------------------------------------------------------
@@ -225,9 +230,10 @@ __rt_toggle_set=aeuxvfCETk
 __rt_toggle_shopt_a=(nocasematch nocaseglob failglob nullglob extdebug localvar_inherit localvar_unset
 	patsub_replacement xpg_echo assoc_expand_once)
 
-# __rt_capture: records the user's options (call it while they are in effect, with stderr
-# sent to /dev/null so that xtrace shows nothing), then switches to the driver's. Sets
-# __rt_uflags, __rt_upipefail, __rt_ushopt and __rt_opts (the option part of the state script).
+# __rt_capture [TRAPS]: records the user's options (call it while they are in effect, with
+# stderr sent to /dev/null so that xtrace shows nothing), then switches to the driver's. Sets
+# __rt_uflags, __rt_upipefail, __rt_uposix, __rt_ushopt, __rt_opts and __rt_optstail (the option
+# parts of the state script); with TRAPS, also the user's ERR/DEBUG traps from __rt_ret's files.
 __rt_capture() {
 	__rt_uflags=$-
 	__rt_upipefail= __rt_uposix=
@@ -235,6 +241,17 @@ __rt_capture() {
 	[[ :$SHELLOPTS: == *:posix:* ]] && __rt_uposix=1
 	set +aeuxvfCETk
 	set +o pipefail +o posix
+	[[ -d $__rt_dir ]] || command mkdir -p -m 700 -- "$__rt_dir"
+	if [[ -n ${1-} ]]; then
+		# The user's ERR and DEBUG traps, which __rt_ret has saved and cleared, so that they do
+		# not run for the driver's commands; __rt_pre sets them again. (Traps set or cleared in
+		# a function do not outlive it, hence the work in __rt_ret.) With such traps,
+		# __rt_pre leaves $? alone (an ERR trap would run).
+		__rt_readfile "$__rt_dir/trap.err"
+		__rt_utraps=$__rt_s
+		__rt_readfile "$__rt_dir/trap.dbg"
+		[[ $__rt_s == *__rt_inuser* ]] || __rt_utraps+=$__rt_s # (not the driver's own, after SIGINT)
+	fi
 	# $-, SHELLOPTS and BASHOPTS show every option: when they are as last time, so is the rest
 	if [[ "$__rt_uflags|$__rt_upipefail|$__rt_uposix|$SHELLOPTS|$BASHOPTS" == "$__rt_optkey" ]]; then
 		((${#__rt_ushopt[@]})) && shopt -u "${__rt_ushopt[@]}"
@@ -242,7 +259,6 @@ __rt_capture() {
 	fi
 	__rt_optkey="$__rt_uflags|$__rt_upipefail|$__rt_uposix|$SHELLOPTS|$BASHOPTS"
 	local __rt_l __rt_o __rt_x __rt_tail='' __rt_re='' __rt_out=''
-	[[ -d $__rt_dir ]] || command mkdir -p -m 700 -- "$__rt_dir"
 	{ set +o; shopt -p; } >|"$__rt_dir/opts"
 	__rt_ushopt=()
 	for __rt_o in "${__rt_toggle_shopt_a[@]}"; do
@@ -306,24 +322,37 @@ __rt_pre() {
 		[[ $__rt_x != x && $__rt_uflags == *"$__rt_x"* ]] && __rt_f+=$__rt_x
 	done
 	__rt_inuser=1
-	if [[ $__rt_uflags == *x* ]]; then
-		set "-x$__rt_f"
+	[[ -n $__rt_intr ]] && trap -- "$__rt_dbg" DEBUG # SIGINT came before the code began
+	[[ -n $__rt_f ]] && set "-$__rt_f"
+	# the user's ERR/DEBUG traps and xtrace last, so that they do not see these commands
+	if [[ -n $__rt_utraps && $__rt_uflags == *x* ]]; then
+		eval "$__rt_utraps"
+		set -x
+	elif [[ -n $__rt_utraps ]]; then
+		eval "$__rt_utraps"
+	elif [[ $__rt_uflags == *x* ]]; then
+		set -x
 	else
-		[[ -n $__rt_f ]] && set "-$__rt_f"
 		[[ $__rt_f == *e* ]] || return "$__rt_status"
 	fi
 }
 
-# __rt_post: the RETURN trap while an execution's file is sourced. Acts only when that file
-# (not a file the code sources, nor a function) returns: records the user's options and
-# switches to the driver's.
+# __rt_ret, the RETURN trap while an execution's file is sourced, and __rt_post: when that file
+# (not a file the code sources, nor a function) returns, they record the user's options and
+# traps and switch to the driver's. (`|| :`: no errexit in there.)
 __rt_post() {
-	((${#BASH_SOURCE[@]} == __rt_top + 1)) || return 0
-	[[ -n $__rt_running ]] || return 0
 	__rt_inuser=
 	__rt_running=
-	__rt_capture
+	__rt_capture traps
 }
+__rt_ret='{ if [[ ${#BASH_SOURCE[@]} == "$__rt_top" && -n $__rt_running ]]; then
+	trap -p DEBUG >|"$__rt_dir/trap.dbg"
+	trap - DEBUG
+	trap -p ERR >|"$__rt_dir/trap.err"
+	trap - ERR
+	__rt_post
+fi; } 2>/dev/null || :'
+
 
 # The SIGINT trap during an execution: stop the code. `return` leaves the sourced file, or the
 # user's function it is in; then the DEBUG trap returns from each frame above it at its next
@@ -421,10 +450,9 @@ __rt_state() {
 	__rt_cur+=$__rt_funcs$__rt_fattr$__rt_optstail
 }
 
-# __rt_prepare_exec: the request in __rt_req is an exec: write its code to the private file,
-# arm the SIGINT trap. Returns 1 (after answering) when the request is unusable.
+# __rt_prepare_exec: the request in __rt_req is an exec: write its code (from "code_b64",
+# base64, when the agent sends it, else "code") to the private file, arm the SIGINT trap.
 __rt_prepare_exec() {
-	local __rt_c
 	__rt_xid=${__rt_req[id]-}
 	__rt_nonce=${__rt_req[nonce]-}
 	[[ -d $__rt_dir ]] || command mkdir -p -m 700 -- "$__rt_dir"
@@ -576,15 +604,14 @@ __rt_next() {
 	done
 }
 
-# __rt_setup: private directory, private copies of fds 1 and 2, the variable baseline.
+# __rt_setup: private directory, the variable baseline, the initial options.
 __rt_setup() {
 	local __rt_l __rt_n
 	local -a __rt_lines
 	__rt_dir=$(command mktemp -d "${TMPDIR:-/tmp}/runtimectl-bash.XXXXXXXX") || __rt_dir=/tmp/runtimectl-bash.$$
 	[[ -d $__rt_dir ]] || command mkdir -p -m 700 -- "$__rt_dir"
-	exec {__rt_o}>&1 {__rt_e}>&2
 	__rt_interp="bash ${BASH_VERSINFO[0]}.${BASH_VERSINFO[1]}.${BASH_VERSINFO[2]}"
-	__rt_status=0 __rt_optkey= __rt_pending= __rt_running= __rt_inuser= __rt_intr= __rt_cwd_failed=
+	__rt_status=0 __rt_optkey= __rt_utraps= __rt_pending= __rt_running= __rt_inuser= __rt_intr= __rt_cwd_failed=
 	__rt_prev= __rt_prev_names=() __rt_names=() __rt_vlines=() __rt_fnames=()
 	__rt_xid= __rt_nonce= __rt_code= __rt_j= __rt_v= __rt_ch= __rt_s= __rt_bytes=0 __rt_cur=
 	declare -gA __rt_req=() __rt_basel=() __rt_basen=()
@@ -629,6 +656,7 @@ __rt_failure() {
 # ---- start-up (skipped when this file is sourced again to re-enter the loop) ---------------
 __rt_top=${#BASH_SOURCE[@]}
 if [[ -z ${__rt_inited-} ]]; then
+	exec {__rt_o}>&1 {__rt_e}>&2 # private copies of stdout/stderr, for the nonces
 	__rt_setup 2>/dev/null
 	__rt_restored=() __rt_failed=()
 	if [[ -n ${RUNTIMECTL_RESTORE_FD-} ]]; then
@@ -643,7 +671,7 @@ if [[ -z ${__rt_inited-} ]]; then
 			printf '%s' "$__rt_s" >|"$__rt_dir/restore"
 			__rt_s=
 			__rt_running=1
-			trap '{ __rt_post; } 2>/dev/null' RETURN
+			trap -- "$__rt_ret" RETURN
 			builtin source "$__rt_dir/restore" 3<&- 4>&- 5>&- 6<&- {__rt_o}>&- {__rt_e}>&- </dev/null >/dev/null 2>"$__rt_dir/restore.err"
 			trap - RETURN
 			if [[ -n $__rt_running ]]; then
@@ -658,7 +686,7 @@ if [[ -z ${__rt_inited-} ]]; then
 			fi
 			mapfile -t __rt_lines <"$__rt_dir/restore.err"
 			for __rt_l in "${__rt_lines[@]}"; do
-				[[ $__rt_l == *": line "[0-9]*": "* && $__rt_l != *": cd: "* ]] && __rt_failure "(restore)" bash "$__rt_l"
+				[[ $__rt_l == "bash: "* && $__rt_l != *": cd: "* ]] && __rt_failure "(restore)" bash "${__rt_l#bash: }"
 			done
 			unset __rt_lines __rt_l
 		else
@@ -679,7 +707,7 @@ while :; do
 	while :; do
 		__rt_next 2>/dev/null
 		__rt_running=1
-		trap '{ __rt_post; } 2>/dev/null' RETURN
+		trap -- "$__rt_ret" RETURN
 		builtin source "$__rt_code" 3<&- 4>&- 5>&- 6<&- {__rt_o}>&- {__rt_e}>&- </dev/null
 		__rt_finish "$?" 2>/dev/null
 	done

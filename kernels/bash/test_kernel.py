@@ -138,6 +138,7 @@ class Kernel:
         def preexec():
             import fcntl
 
+            os.setpgid(0, 0)  # its own process group, as under the agent
             high = {t: fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for t, fd in srcs.items()}
             for t, fd in high.items():
                 os.dup2(fd, t, inheritable=True)
@@ -152,7 +153,6 @@ class Kernel:
             env=e,
             cwd=cwd or self.home,
             preexec_fn=preexec,
-            process_group=0,
             close_fds=False,  # our pipes are non-inheritable; preexec() made 3-6 inheritable
         )
         for fd in list(targets.values()) + [out_w, err_w]:
@@ -523,6 +523,16 @@ class KernelTest(unittest.TestCase):
         _, _, done = self.k.exec("! true")
         self.assertEqual(done["status"], "error")
         self.ok("set +e")
+
+    def test_err_trap_and_dollar_zero(self):
+        self.ok("trap 'echo ERR-TRAP' ERR")
+        out, _, done = self.k.exec("false")
+        self.assertEqual(out, "ERR-TRAP\n")
+        out, _, done = self.ok("echo next")
+        self.assertEqual(out, "next\n")  # no spurious ERR trap for the previous status
+        self.ok("trap - ERR")
+        out, _, _ = self.ok("echo $0")
+        self.assertEqual(out, "bash\n")
 
     def test_exec_redirection_and_background(self):
         out, _, done = self.ok("exec 7>/dev/null; echo x >&7; echo visible")

@@ -1,0 +1,200 @@
+package session_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtimectl/runtimectl/internal/testenv"
+	"github.com/runtimectl/runtimectl/session"
+)
+
+func TestCopyBothWays(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{})
+	ctx := testenv.Ctx(t, 2*time.Minute)
+	host := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(host, "sales.csv"), []byte("a,b\n1,2\n"), 0o644))
+	dir := filepath.Join(host, "folder")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", "x.txt"), []byte("x"), 0o644))
+
+	require.NoError(t, c.CopyTo(ctx, s.Name(), filepath.Join(host, "sales.csv"), "data/sales.csv"))
+	require.NoError(t, c.CopyTo(ctx, s.Name(), dir, "in"))
+	r := run(t, s, `import os
+st = os.stat("data/sales.csv")
+(open("data/sales.csv").read(), st.st_uid, os.stat("data").st_uid, open("in/sub/x.txt").read(), os.stat("in/sub/x.txt").st_uid)`)
+	require.Equal(t, "ok", r.Status, r.Stderr)
+	assert.Equal(t, "('a,b\\n1,2\\n', 1000, 1000, 'x', 1000)", *r.Result, "copied files belong to the session's user")
+
+	// Out again: a file as a new name, a folder into an existing folder.
+	out := t.TempDir()
+	require.NoError(t, c.CopyFrom(ctx, s.Name(), "data/sales.csv", filepath.Join(out, "copy.csv")))
+	b, err := os.ReadFile(filepath.Join(out, "copy.csv"))
+	require.NoError(t, err)
+	assert.Equal(t, "a,b\n1,2\n", string(b))
+	require.NoError(t, c.CopyFrom(ctx, s.Name(), "in", out))
+	b, err = os.ReadFile(filepath.Join(out, "in", "sub", "x.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(b))
+}
+
+func TestCopyRefusesEscapes(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{})
+	ctx := testenv.Ctx(t, 2*time.Minute)
+	parent := t.TempDir()
+	canary := filepath.Join(parent, "canary")
+	require.NoError(t, os.WriteFile(canary, []byte("untouched"), 0o644))
+	dst := filepath.Join(parent, "dst")
+	require.NoError(t, os.Mkdir(dst, 0o755))
+
+	// Links in the workspace that point out of it, and out of the destination.
+	r := run(t, s, `import os
+os.makedirs("trap", exist_ok=True)
+os.symlink("/etc/passwd", "trap/abs")
+os.symlink("../../canary", "trap/rel")
+os.link("/workspace/outputs", "trap/h") if False else None`)
+	require.Equal(t, "ok", r.Status, r.Stderr)
+	err := c.CopyFrom(ctx, s.Name(), "trap", dst)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "outside")
+	b, _ := os.ReadFile(canary)
+	assert.Equal(t, "untouched", string(b))
+
+	for _, bad := range []string{"/etc/passwd", "../x", "/workspace/../etc", ".runtimectl/history.jsonl", "/tmp/x"} {
+		assert.ErrorIs(t, c.CopyFrom(ctx, s.Name(), bad, dst), session.ErrInvalid, bad)
+		assert.ErrorIs(t, c.CopyTo(ctx, s.Name(), canary, bad), session.ErrInvalid, bad)
+	}
+	// A host symlink leaving the source is refused on the way in.
+	src := filepath.Join(parent, "src")
+	require.NoError(t, os.Mkdir(src, 0o755))
+	require.NoError(t, os.Symlink(canary, filepath.Join(src, "out")))
+	assert.Error(t, c.CopyTo(ctx, s.Name(), src, "src"))
+}
+
+func TestFigureIsSavedListedAndCopiedOut(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{})
+	r := run(t, s, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3]); plt.title('t'); plt.show()")
+	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Len(t, r.Outputs, 1)
+	assert.Equal(t, "image/png", r.Outputs[0].Mime)
+	assert.True(t, strings.HasPrefix(r.Outputs[0].Path, "/workspace/outputs/"), r.Outputs[0].Path)
+	out := t.TempDir()
+	require.NoError(t, c.CopyFrom(testenv.Ctx(t, time.Minute), s.Name(), r.Outputs[0].Path, filepath.Join(out, "fig.png")))
+	b, err := os.ReadFile(filepath.Join(out, "fig.png"))
+	require.NoError(t, err)
+	assert.Equal(t, "\x89PNG", string(b[:4]))
+	r = run(t, s, "import pandas as pd\npd.DataFrame({'a': [1]})")
+	require.Len(t, r.Outputs, 1, "a DataFrame result adds its HTML")
+	assert.Equal(t, "text/html", r.Outputs[0].Mime)
+	assert.Contains(t, *r.Result, "a")
+}
+
+func TestVarsAndContext(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{})
+	r := run(t, s, `import numpy as np, pandas as pd
+df = pd.DataFrame({"a": range(10), "b": range(10)})
+arr = np.zeros((3, 4))
+d = {"k": 1, "j": 2}
+def f(x): return x
+open("big.bin", "wb").write(b"0" * 100000)`)
+	require.Equal(t, "ok", r.Status, r.Stderr)
+	run(t, s, "1/0")
+	vars, err := s.Vars(testenv.Ctx(t, time.Minute))
+	require.NoError(t, err)
+	byName := map[string]string{}
+	for _, v := range vars.Vars {
+		byName[v.Name] = v.Type + " " + v.Shape
+		assert.NotEmpty(t, v.Preview, v.Name)
+	}
+	assert.Equal(t, "DataFrame (10, 2)", byName["df"])
+	assert.Equal(t, "ndarray (3, 4)", byName["arr"])
+	assert.Contains(t, byName["d"], "dict")
+	assert.Contains(t, byName["f"], "function")
+	assert.Contains(t, vars.Modules, "np")
+
+	sum, err := c.Context(testenv.Ctx(t, time.Minute), s.Name(), session.ContextOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), sum.Executions)
+	text := sum.Text(0)
+	for _, want := range []string{"python", "ZeroDivisionError", "df: DataFrame", "big.bin"} {
+		assert.Contains(t, text, want)
+	}
+	for _, max := range []int{100, 300, 1000} {
+		assert.LessOrEqual(t, len([]rune(sum.Text(max))), max)
+	}
+}
+
+func TestRemoveExportKeepsExactlyTheMatchingFiles(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{})
+	r := run(t, s, `import os
+os.makedirs("sub", exist_ok=True)
+for n in ["final_a.csv", "sub/final_b.csv", "tmp.csv", "report.pdf", "notes.txt"]:
+    open(n, "w").write(n)`)
+	require.Equal(t, "ok", r.Status, r.Stderr)
+
+	// A failing export removes nothing.
+	blocker := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(blocker, nil, 0o644))
+	_, err := c.RemoveExport(testenv.Ctx(t, time.Minute), s.Name(), true, session.ExportOptions{Dir: blocker, Keep: []string{"*"}})
+	require.Error(t, err)
+	r = run(t, s, "1")
+	assert.Equal(t, "ok", r.Status, "the session is still there")
+
+	dir := filepath.Join(t.TempDir(), "final")
+	n, err := c.RemoveExport(testenv.Ctx(t, time.Minute), s.Name(), true, session.ExportOptions{Dir: dir, Keep: []string{"final_*.csv", "report.pdf"}, History: true})
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+	var got []string
+	require.NoError(t, filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			got = append(got, rel)
+		}
+		return err
+	}))
+	assert.ElementsMatch(t, []string{"final_a.csv", "sub/final_b.csv", "report.pdf", "history.json", "history.ipynb"}, got)
+	list, err := c.List(testenv.Ctx(t, time.Minute))
+	require.NoError(t, err)
+	for _, in := range list {
+		assert.NotEqual(t, s.Name(), in.Name, "the session is removed")
+	}
+}
+
+func TestForkThenDiverge(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{})
+	run(t, s, "x = 1\nopen('shared.txt', 'w').write('from src')")
+	snap, err := s.Snapshot(testenv.Ctx(t, time.Minute))
+	require.NoError(t, err)
+	run(t, s, "x = 2")
+
+	name := testenv.Name(t) + "-fork"
+	t.Cleanup(func() { _ = c.Remove(testenv.Ctx(t, time.Minute), name, true) })
+	f, err := c.Fork(testenv.Ctx(t, 3*time.Minute), s.Name(), name, snap.ID)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	r := run(t, f, "x")
+	assert.Equal(t, "1", *r.Result, "the fork starts from the chosen snapshot")
+	r = run(t, f, "x = 100\nopen('shared.txt').read()")
+	assert.Equal(t, "'from src'", *r.Result, "the workspace was copied")
+	run(t, f, "open('shared.txt', 'w').write('from fork')")
+	r = run(t, s, "(x, open('shared.txt').read())")
+	assert.Equal(t, "(2, 'from src')", *r.Result, "the source is untouched")
+	r = run(t, f, "x")
+	assert.Equal(t, "100", *r.Result)
+
+	execs, _, err := c.History(testenv.Ctx(t, time.Minute), name)
+	require.NoError(t, err)
+	require.NotEmpty(t, execs)
+	assert.Contains(t, execs[0].Code, "forked from session "+s.Name())
+}
