@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runtimectl/runtimectl/internal/testenv"
+	"github.com/runtimectl/runtimectl/lang"
 )
 
 // An engine that cannot be reached: one FAIL line that says what to do, exit 125, and a
@@ -57,7 +58,7 @@ func TestDoctorAndVersionWithTheEngine(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "", "doctor")
 	assert.Equal(t, 0, code, stderr)
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	require.Len(t, lines, 2+3, stdout) // engine, base image, python/bash/node images
+	require.Len(t, lines, 2+len(lang.Names()), stdout) // engine, base image, one image per language
 	for _, l := range lines {
 		assert.True(t, strings.HasPrefix(l, "OK    "), l)
 	}

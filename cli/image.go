@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -20,20 +21,41 @@ func newCmdImage(f *Factory) *cobra.Command {
 
 func newCmdImageBuild(f *Factory) *cobra.Command {
 	var (
-		base  string
-		force bool
+		base, file, tag string
+		force           bool
 	)
 	c := &cobra.Command{
-		Use:   "build [python|bash|all]",
+		Use:   "build [python|bash|all] | build --file DOCKERFILE --tag REF",
 		Short: "Build the interpreter images (skipped when their content has not changed)",
 		Long: `Build runtimectl's images from Dockerfile.<lang>, the kernel drivers and the runtime-agent
 binary, showing the build's progress on stderr. An image whose content hash (Dockerfile, drivers,
 agent and base image) matches the existing one is not built again. The base image
 (debian:bookworm-slim) must be in the local engine: where no registry can be reached, make it
 with 'make base-image'. Prints the image references.`,
-		Example: "  runtimectl image build\n  runtimectl image build python --force",
-		Args:    args(0, 1),
+		Example: `  runtimectl image build
+  runtimectl image build python --force
+  runtimectl image build --file Dockerfile.ml --tag acme/python-ml   # FROM runtimectl/python:latest`,
+		Args: args(0, 1),
 		RunE: func(c *cobra.Command, a []string) error {
+			if file != "" || tag != "" {
+				if file == "" || tag == "" || len(a) > 0 {
+					return usagef("--file and --tag go together, without a language")
+				}
+				if _, err := os.Stat(file); err != nil {
+					return usagef("--file %s: %v", file, err)
+				}
+				cl, err := f.Client()
+				if err != nil {
+					return err
+				}
+				img, err := cl.Images().BuildFile(c.Context(), file, tag, f.IO.Err)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(f.IO.Err, "runtimectl: %s carries the agent (%s); start a session on it with --image %s\n", tag, img.Lang, tag)
+				fmt.Fprintln(f.IO.Out, tag)
+				return nil
+			}
 			which := "all"
 			if len(a) == 1 {
 				which = a[0]
@@ -67,6 +89,8 @@ with 'make base-image'. Prints the image references.`,
 	}
 	c.Flags().StringVar(&base, "base", "", "base image (the Dockerfiles' BASE; default debian:bookworm-slim)")
 	c.Flags().BoolVar(&force, "force", false, "build even when the content has not changed")
+	c.Flags().StringVar(&file, "file", "", "build your own Dockerfile (its folder is the context), FROM runtimectl's image")
+	c.Flags().StringVar(&tag, "tag", "", "the reference to give the image built with --file")
 	return c
 }
 
@@ -86,17 +110,41 @@ func newCmdImageLs(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			sessions, err := cl.List(c.Context())
+			if err != nil {
+				return err
+			}
+			type row struct {
+				images.Image
+				Sessions []string `json:"sessions"`
+			}
+			rows := make([]row, 0, len(list))
+			for _, im := range list {
+				r := row{Image: im, Sessions: []string{}}
+				for _, s := range sessions {
+					for _, ref := range im.Refs {
+						if s.Image == ref {
+							r.Sessions = append(r.Sessions, s.Name)
+						}
+					}
+				}
+				rows = append(rows, r)
+			}
 			if asJSON {
-				return writeJSON(f.IO.Out, list)
+				return writeJSON(f.IO.Out, rows)
 			}
 			tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "REFERENCE\tLANG\tCONTENT\tSIZE\tCREATED")
-			for _, im := range list {
+			fmt.Fprintln(tw, "REFERENCE\tLANG\tCONTENT\tSIZE\tCREATED\tSESSIONS")
+			for _, im := range rows {
 				h := im.Hash
 				if len(h) > 12 {
 					h = h[:12]
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", strings.Join(im.Refs, ","), im.Lang, h, humanSize(im.Size), ago(im.Created))
+				users := strings.Join(im.Sessions, ",")
+				if users == "" {
+					users = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", strings.Join(im.Refs, ","), im.Lang, h, humanSize(im.Size), ago(im.Created), users)
 			}
 			return tw.Flush()
 		},

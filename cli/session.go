@@ -15,7 +15,7 @@ snapshots and history live on its volume.`,
 	c.AddCommand(
 		newCmdStart(f, nil), newCmdExec(f, nil), newCmdStop(f), newCmdRm(f), newCmdLs(f),
 		newCmdHistory(f), newCmdSnapshot(f), newCmdSnapshots(f), newCmdRestore(f), newCmdInterrupt(f),
-		newCmdVars(f), newCmdCp(f), newCmdContext(f), newCmdFork(f),
+		newCmdVars(f), newCmdCp(f), newCmdContext(f), newCmdFork(f), newCmdGC(f),
 	)
 	return group(c)
 }

@@ -13,8 +13,9 @@ import (
 
 // StartOptions are the flags of `session start`.
 type StartOptions struct {
-	F    *Factory
-	Spec session.Spec
+	F       *Factory
+	Spec    session.Spec
+	Upgrade bool
 }
 
 func newCmdStart(f *Factory, runF func(context.Context, *StartOptions) error) *cobra.Command {
@@ -60,6 +61,8 @@ hold again after stop and start; flags given for an existing session are ignored
 	fl.StringVar(&o.Spec.Snapshot, "snapshot", "every", "snapshot policy: every (after each state-changing execution) or manual")
 	fl.IntVar(&o.Spec.KeepSnapshots, "keep-snapshots", 10, "snapshots to keep")
 	fl.Var(sizeValue{&o.Spec.MaxOutput}, "max-output", "output delivered per stream and execution (default 4m)")
+	fl.Var(durationValue{&o.Spec.IdleStop}, "idle-stop", "record an idle policy: `session gc` stops the session after this long without an execution")
+	fl.BoolVar(&o.Upgrade, "upgrade", false, "move an existing session to the current image of its reference, restoring its state there")
 	fl.StringVar(&o.Spec.Runtime, "runtime", "", "OCI runtime for the container, e.g. runsc (gVisor) for stronger isolation")
 	return c
 }
@@ -68,6 +71,22 @@ func startRun(ctx context.Context, o *StartOptions) error {
 	c, err := o.F.Client()
 	if err != nil {
 		return err
+	}
+	if o.Upgrade {
+		s, err := c.Upgrade(ctx, o.Spec.Name)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		r := s.Restored()
+		fmt.Fprintf(o.F.IO.Err, "runtimectl: %s moved to the current image; %s\n", s.Name(), session.DescribeRestore(s.Name(), r))
+		if r != nil {
+			for _, fl := range r.Failed {
+				fmt.Fprintf(o.F.IO.Err, "  did not survive: %s (%s): %s\n", fl.Name, fl.Type, fl.Reason)
+			}
+		}
+		fmt.Fprintln(o.F.IO.Out, s.Name())
+		return nil
 	}
 	s, info, err := c.Start(ctx, o.Spec)
 	if err != nil {

@@ -82,7 +82,8 @@ func tlsProblem(err error) string {
 	switch {
 	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
 		return "the engine does not speak TLS on this port; unset DOCKER_TLS_VERIFY or use its TLS port"
-	case strings.Contains(msg, "malformed HTTP response") || strings.Contains(msg, "TLS-enabled daemon without TLS"):
+	case strings.Contains(msg, "malformed HTTP response") || strings.Contains(msg, "TLS-enabled daemon without TLS") ||
+		strings.Contains(msg, "Client sent an HTTP request to an HTTPS server"):
 		return "the engine expects TLS on this port; set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH"
 	case strings.Contains(msg, "x509: "):
 		i := strings.Index(msg, "x509: ")

@@ -92,6 +92,8 @@ type Spec struct {
 	KeepSnapshots int
 	MaxOutput     int64
 	Runtime       string // e.g. runsc (gVisor), when the engine has it
+	// IdleStop records a policy on the session: `session gc` stops it after this long idle.
+	IdleStop time.Duration
 }
 
 func (s Spec) settings() (Settings, error) {
@@ -139,8 +141,13 @@ func (s Spec) settings() (Settings, error) {
 	if s.CPUs < 0 || s.Pids < 0 {
 		return Settings{}, fmt.Errorf("%w limits: --cpus and --pids must be positive", ErrInvalid)
 	}
+	idle := ""
+	if s.IdleStop > 0 {
+		idle = s.IdleStop.String()
+	}
 	return Settings{
-		Schema: SettingsSchema, Session: s.Name, Lang: s.Lang, Image: s.Image, Memory: s.Memory, CPUs: s.CPUs,
+		IdleStop: idle,
+		Schema:   SettingsSchema, Session: s.Name, Lang: s.Lang, Image: s.Image, Memory: s.Memory, CPUs: s.CPUs,
 		Pids: s.Pids, Network: s.Network, Env: s.Env, Snapshot: s.Snapshot, KeepSnapshots: s.KeepSnapshots,
 		MaxOutput: s.MaxOutput, Runtime: s.Runtime, Created: time.Now().UTC(),
 	}, nil

@@ -26,6 +26,7 @@ type Settings struct {
 	KeepSnapshots int       `json:"keep_snapshots"`
 	MaxOutput     int64     `json:"max_output,omitempty"`
 	Runtime       string    `json:"runtime,omitempty"`
+	IdleStop      string    `json:"idle_stop,omitempty"` // a duration: `session gc` stops the session after this long idle
 	Created       time.Time `json:"created"`
 }
 

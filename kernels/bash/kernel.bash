@@ -339,19 +339,22 @@ __rt_pre() {
 
 # __rt_ret, the RETURN trap while an execution's file is sourced, and __rt_post: when that file
 # (not a file the code sources, nor a function) returns, they record the user's options and
-# traps and switch to the driver's. (`|| :`: no errexit in there.)
+# traps and switch to the driver's. (`|| :`: no errexit in there. One line, no eval: `set -v`
+# echoes the trap's text once, and an eval would undo `trap - ERR` on its way out.)
 __rt_post() {
 	__rt_inuser=
 	__rt_running=
 	__rt_capture traps
 }
-__rt_ret='{ if [[ ${#BASH_SOURCE[@]} == "$__rt_top" && -n $__rt_running ]]; then
-	trap -p DEBUG >|"$__rt_dir/trap.dbg"
-	trap - DEBUG
-	trap -p ERR >|"$__rt_dir/trap.err"
-	trap - ERR
-	__rt_post
-fi; } 2>/dev/null || :'
+__rt_ret='{ __rt_voff; if [[ ${#BASH_SOURCE[@]} == "$__rt_top" && -n $__rt_running ]]; then trap -p DEBUG >|"$__rt_dir/trap.dbg"; trap - DEBUG; trap -p ERR >|"$__rt_dir/trap.err"; trap - ERR; __rt_post; fi; } 2>/dev/null || :'
+# __rt_voff: verbose (set -v) off when the execution's file ends, so that it does not echo the
+# driver's trap. (A `set +v` made while bash runs a trap or a sourced file comes undone for the
+# echoing of input afterwards, hence one more in __rt_finish, outside them.)
+__rt_voff() {
+	[[ ${#BASH_SOURCE[@]} == $((__rt_top + 1)) && -n $__rt_running ]] && set +v
+	return 0
+}
+__rt_vclear() { set +v; }
 
 
 # The SIGINT trap during an execution: stop the code. `return` leaves the sourced file, or the
@@ -475,6 +478,7 @@ __rt_prepare_exec() {
 __rt_finish() {
 	local __rt_rc=$1 __rt_st=ok __rt_err=null __rt_changed=false __rt_i
 	[[ -n $__rt_pending ]] || return 0
+	set +v # (see __rt_voff)
 	if [[ -n $__rt_running ]]; then
 		# the RETURN trap did not run (break/continue at the top level, or the code replaced it)
 		__rt_running= __rt_inuser=
@@ -678,6 +682,7 @@ if [[ -z ${__rt_inited-} ]]; then
 				__rt_running=
 				{ __rt_capture; } 2>/dev/null
 			fi
+			__rt_vclear
 			__rt_state
 			__rt_restored=("${__rt_names[@]}")
 			if [[ -n $__rt_cwd_failed ]]; then

@@ -1,0 +1,146 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/images"
+	"github.com/runtimectl/runtimectl/volumes"
+)
+
+// GCOptions say what `session gc` collects.
+type GCOptions struct {
+	// Idle stops running sessions with no execution for this long (after a snapshot); their
+	// next exec starts them again. 0 applies each session's own --idle-stop, if any.
+	Idle time.Duration
+	// Orphans removes containers whose volume (state) is gone and containers that are dead,
+	// and reports volumes that cannot be started.
+	Orphans bool
+	DryRun  bool
+}
+
+// GCAction is one thing gc did (or, with DryRun, would do).
+type GCAction struct {
+	Session string `json:"session"`
+	Action  string `json:"action"` // "stop", "remove container", "report"
+	Reason  string `json:"reason"`
+	Done    bool   `json:"done"`
+}
+
+// GC stops idle sessions and cleans up orphans.
+func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
+	ctrs, err := c.ctr.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vols, err := c.vol.List(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	volBySession := map[string]volumes.Volume{}
+	for _, v := range vols {
+		volBySession[v.Session] = v
+	}
+	var acts []GCAction
+	do := func(a GCAction, f func() error) {
+		if !o.DryRun && f != nil {
+			if err := f(); err != nil {
+				a.Reason += " (failed: " + err.Error() + ")"
+			} else {
+				a.Done = true
+			}
+		}
+		acts = append(acts, a)
+	}
+	hasCtr := map[string]bool{}
+	for _, ci := range ctrs {
+		hasCtr[ci.Session] = true
+		v, hasVol := volBySession[ci.Session]
+		if o.Orphans && !hasVol {
+			do(GCAction{Session: ci.Session, Action: "remove container", Reason: "its volume (history and snapshots) is gone"},
+				func() error { return c.ctr.Remove(ctx, ci.Session, true) })
+			continue
+		}
+		if o.Orphans && ci.State == "dead" {
+			do(GCAction{Session: ci.Session, Action: "remove container", Reason: "the container is dead; its state stays on the volume and `session start` makes a new one"},
+				func() error { return c.ctr.Remove(ctx, ci.Session, true) })
+			continue
+		}
+		if !ci.Running {
+			continue
+		}
+		limit := o.Idle
+		if limit <= 0 {
+			if st, err := decodeSettings(v.Settings); err == nil && st.IdleStop != "" {
+				limit, _ = time.ParseDuration(st.IdleStop)
+			}
+		}
+		if limit <= 0 {
+			continue
+		}
+		idle, err := c.idleFor(ctx, ci)
+		if err != nil || idle < limit {
+			continue
+		}
+		do(GCAction{Session: ci.Session, Action: "stop", Reason: fmt.Sprintf("no execution for %s (limit %s)", idle.Round(time.Second), limit)},
+			func() error { return c.Stop(ctx, ci.Session) })
+	}
+	if o.Orphans {
+		for _, v := range vols {
+			if hasCtr[v.Session] {
+				continue
+			}
+			st, err := decodeSettings(v.Settings)
+			if err != nil {
+				do(GCAction{Session: v.Session, Action: "report", Reason: fmt.Sprintf("volume %s has no container and unreadable settings (%v); remove it with `runtimectl volume rm %s`", v.Name, err, v.Name)}, nil)
+				continue
+			}
+			if _, err := c.img.Inspect(ctx, st.Image); err != nil && (errors.Is(err, images.ErrNotFound) || errors.Is(err, images.ErrNoAgent)) {
+				do(GCAction{Session: v.Session, Action: "report", Reason: fmt.Sprintf("volume %s has no container and its image %s is unusable (%v); build the image or remove the volume", v.Name, st.Image, err)}, nil)
+			}
+		}
+	}
+	return acts, nil
+}
+
+// idleFor returns how long a running session has had no execution (or, with none yet, how
+// long it has been up). A session running code is not idle.
+func (c *Client) idleFor(ctx context.Context, ci containers.Info) (time.Duration, error) {
+	s := &Session{c: c, name: ci.Session}
+	if err := s.connect(ctx); err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	st, err := s.Status(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if st.Running != 0 || st.Queued > 0 {
+		return 0, nil
+	}
+	since := ci.StartedAt
+	if t, err := time.Parse(time.RFC3339Nano, st.LastExec); err == nil && t.After(since) {
+		since = t
+	}
+	if since.IsZero() {
+		return 0, nil
+	}
+	return time.Since(since), nil
+}
+
+// Upgrade moves a session to the current image of its reference: it snapshots and stops the
+// session, removes its container, and creates and starts a new one from the same settings,
+// which restores the state there. Restored() on the result says what did not survive.
+func (c *Client) Upgrade(ctx context.Context, name string) (*Session, error) {
+	if err := c.Stop(ctx, name); err != nil {
+		return nil, err
+	}
+	if err := c.ctr.Remove(ctx, name, true); err != nil {
+		return nil, err
+	}
+	s, _, err := c.Start(ctx, Spec{Name: name})
+	return s, err
+}
