@@ -195,3 +195,8 @@ func TestConcurrentCLIProcesses(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &execs))
 	assert.Len(t, execs, n)
 }
+
+func testenvDocker(args ...string) (string, error) {
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	return string(out), err
+}

@@ -90,3 +90,31 @@ console.log("defined")`)
 	require.NoError(t, err)
 	assert.Contains(t, vars.Modules, "path")
 }
+
+// Timeouts: Node interrupts synchronous code (vm's breakOnSigint) and stops waiting for a
+// promise; a busy loop after an await cannot be interrupted, so the agent restarts the kernel
+// from the latest snapshot after its grace period. The state survives all three.
+func TestNodeTimeouts(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{Lang: "node"})
+	r := run(t, s, "var kept = 41")
+	require.Equal(t, "ok", r.Status, r.Stderr)
+	waitSaved(t, c, s.Name(), r.Seq)
+
+	for _, code := range []string{
+		"let i = 0; while (true) { i++ }",
+		"await new Promise(() => {})",
+	} {
+		r, err := s.Exec(testenv.Ctx(t, time.Minute), code, session.ExecOptions{Timeout: 500 * time.Millisecond})
+		require.NoError(t, err)
+		assert.Equal(t, "timeout", r.Status, code)
+		assert.Nil(t, r.Restored, "interrupted without a restart: %s", code)
+	}
+	r, err := s.Exec(testenv.Ctx(t, time.Minute), "await null; while (true) {}", session.ExecOptions{Timeout: 500 * time.Millisecond})
+	require.NoError(t, err)
+	assert.Equal(t, "timeout", r.Status)
+	assert.NotNil(t, r.Restored, "the kernel was restarted")
+	r = run(t, s, "kept + 1")
+	require.Equal(t, "ok", r.Status, r.Stderr)
+	assert.Equal(t, "42", *r.Result)
+}

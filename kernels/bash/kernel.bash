@@ -272,14 +272,15 @@ __rt_capture() {
 		"set "[-+]"o "*)
 			__rt_o=${__rt_l#set ?o }
 			case $__rt_o in
-			history | monitor | emacs | vi | histexpand) continue ;;
+			# driver-managed; verbose lasts only until the end of the execution that set it
+			history | monitor | emacs | vi | histexpand | verbose) continue ;;
 			pipefail) [[ -n $__rt_upipefail ]] && __rt_l="set -o pipefail" ;;
 			posix) [[ -n $__rt_uposix ]] && __rt_l="set -o posix" ;;
-			allexport | errexit | nounset | xtrace | verbose | noglob | noclobber | errtrace | functrace | keyword)
+			allexport | errexit | nounset | xtrace | noglob | noclobber | errtrace | functrace | keyword)
 				# the driver has turned these off: the user's value is in the letters of $-
 				case $__rt_o in
 				allexport) __rt_x=a ;; errexit) __rt_x=e ;; nounset) __rt_x=u ;; xtrace) __rt_x=x ;;
-				verbose) __rt_x=v ;; noglob) __rt_x=f ;; noclobber) __rt_x=C ;; errtrace) __rt_x=E ;;
+				noglob) __rt_x=f ;; noclobber) __rt_x=C ;; errtrace) __rt_x=E ;;
 				functrace) __rt_x=T ;; keyword) __rt_x=k ;;
 				esac
 				__rt_l="set +o $__rt_o"
@@ -288,8 +289,8 @@ __rt_capture() {
 			esac
 			case $__rt_o in
 			posix) __rt_re+="builtin $__rt_l"$'\n' ;;
-			verbose | xtrace)
-				# last, so that they do not echo or trace the rest of the script
+			xtrace)
+				# last, so that it does not trace the rest of the script
 				[[ $__rt_l == "set -o"* ]] && __rt_tail+="builtin $__rt_l"$'\n'
 				continue
 				;;
@@ -319,7 +320,7 @@ __rt_pre() {
 	[[ -n $__rt_uposix ]] && set -o posix
 	for ((__rt_i = 0; __rt_i < ${#__rt_toggle_set}; __rt_i++)); do
 		__rt_x=${__rt_toggle_set:__rt_i:1}
-		[[ $__rt_x != x && $__rt_uflags == *"$__rt_x"* ]] && __rt_f+=$__rt_x
+		[[ $__rt_x != [xv] && $__rt_uflags == *"$__rt_x"* ]] && __rt_f+=$__rt_x
 	done
 	__rt_inuser=1
 	[[ -n $__rt_intr ]] && trap -- "$__rt_dbg" DEBUG # SIGINT came before the code began
@@ -478,12 +479,12 @@ __rt_prepare_exec() {
 __rt_finish() {
 	local __rt_rc=$1 __rt_st=ok __rt_err=null __rt_changed=false __rt_i
 	[[ -n $__rt_pending ]] || return 0
-	set +v # (see __rt_voff)
 	if [[ -n $__rt_running ]]; then
 		# the RETURN trap did not run (break/continue at the top level, or the code replaced it)
 		__rt_running= __rt_inuser=
 		{ __rt_capture; } 2>/dev/null
 	fi
+	set +v # (see __rt_voff)
 	__rt_inuser=
 	trap - RETURN DEBUG
 	trap '' INT
