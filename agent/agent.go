@@ -171,6 +171,10 @@ func (a *Agent) startKernel(id *string) (execproto.RestoreInfo, error) {
 		info.Failed = []execproto.Skipped{}
 	}
 	if f != nil {
+		// What the snapshot could not hold did not come back either: say so with the rest.
+		for _, sk := range m.Skipped {
+			info.Failed = append(info.Failed, execproto.Skipped{Name: sk.Name, Type: sk.Type, Reason: "not in the snapshot: " + sk.Reason})
+		}
 		info.Snapshot = m.ID
 		info.Seq = m.Seq
 		a.savedSeq, a.savedID = m.Seq, m.ID

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"syscall"
 	"time"
@@ -66,7 +67,8 @@ func (a *Agent) exec(ctx context.Context, j *job) {
 	)
 	oomBefore := oomKills()
 	reqID := fmt.Sprintf("x%d", seq)
-	if err := k.send(map[string]any{"op": "exec", "id": reqID, "seq": seq, "code": code, "nonce": nonce}); err != nil {
+	if err := k.send(map[string]any{"op": "exec", "id": reqID, "seq": seq, "code": code,
+		"code_b64": base64.StdEncoding.EncodeToString([]byte(code)), "nonce": nonce}); err != nil {
 		crashed = true
 	}
 

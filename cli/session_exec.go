@@ -85,14 +85,12 @@ func execRun(ctx context.Context, o *ExecOptions) error {
 		return err
 	}
 	errw := o.F.IO.Err
-	s, info, err := c.Open(ctx, o.Name)
+	// A stopped session is started here; the first result reports what was restored.
+	s, _, err := c.Open(ctx, o.Name)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if info.Started || info.Recreate {
-		fmt.Fprintln(errw, session.DescribeRestore(o.Name, s.Restored()))
-	}
 
 	o.F.ClaimSignals()
 	execCtx, interrupt := context.WithCancel(ctx)

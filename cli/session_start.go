@@ -94,15 +94,7 @@ func startRun(ctx context.Context, o *StartOptions) error {
 	}
 	defer s.Close()
 	if info.Started || info.Recreate {
-		fmt.Fprintln(o.F.IO.Err, session.DescribeRestore(s.Name(), s.Restored()))
-	}
-	if r := s.Restored(); r != nil && (info.Started || info.Recreate) {
-		for _, m := range r.Messages {
-			fmt.Fprintln(o.F.IO.Err, "  "+m)
-		}
-		for _, fl := range r.Failed {
-			fmt.Fprintf(o.F.IO.Err, "  not restored: %s (%s): %s\n", fl.Name, fl.Type, fl.Reason)
-		}
+		fmt.Fprintln(o.F.IO.Err, "runtimectl: "+session.DescribeRestore(s.Name(), s.Restored()))
 	}
 	fmt.Fprintln(o.F.IO.Out, s.Name())
 	return nil

@@ -225,6 +225,9 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Session, StartInfo, err
 	if err := s.connect(ctx); err != nil {
 		return nil, info, err
 	}
+	if info.Started || info.Recreate {
+		s.unreported = s.hello.Restore
+	}
 	return s, info, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +32,18 @@ type Session struct {
 	// hello is the agent's greeting on the current stream: after a restart it says what state
 	// was restored.
 	hello execproto.Hello
+	// unreported is a restore (the container was started again) that no Exec result has told
+	// its caller about yet.
+	unreported *RestoreInfo
+}
+
+// takeUnreported returns the restore not yet reported, once.
+func (s *Session) takeUnreported() *RestoreInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.unreported
+	s.unreported = nil
+	return r
 }
 
 // Name returns the session's name.
@@ -89,11 +102,12 @@ func (s *Session) client(ctx context.Context) (*execproto.Client, *RestoreInfo, 
 	s.mu.Lock()
 	s.conn, s.hello = ns.conn, ns.hello
 	s.mu.Unlock()
-	var restored *RestoreInfo
 	if info.Started || info.Recreate {
-		restored = ns.hello.Restore
+		s.mu.Lock()
+		s.unreported = ns.hello.Restore
+		s.mu.Unlock()
 	}
-	return ns.conn, restored, nil
+	return ns.conn, nil, nil
 }
 
 // Close closes the stream; the session goes on running.
@@ -133,10 +147,11 @@ type ExecOptions struct {
 // (status interrupted), and Exec still returns the Result. When the container dies during the
 // execution, the Result has status crashed; the next call brings the session back.
 func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result, error) {
-	conn, restored, err := s.client(ctx)
+	conn, _, err := s.client(ctx)
 	if err != nil {
 		return nil, err
 	}
+	restored := s.takeUnreported()
 	if restored != nil && o.OnNotice != nil {
 		o.OnNotice(describeRestore(s.name, restored))
 	}
@@ -179,6 +194,9 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 		}
 	}
 	res.Session = s.name
+	if restored != nil && res.Restored == nil {
+		res.Restored = restored
+	}
 	if res.Result != nil && o.OnResult != nil {
 		o.OnResult(*res.Result)
 	}
@@ -201,13 +219,29 @@ func describeRestore(name string, r *RestoreInfo) string {
 	if r.Snapshot == "" {
 		msg += " with an empty state (no snapshot yet)"
 	} else {
-		msg += fmt.Sprintf(" and restored snapshot %s (state after execution %d: %d names", r.Snapshot, r.Seq, len(r.Restored))
+		msg += fmt.Sprintf(" and restored snapshot %s (state after execution %d): %s", r.Snapshot, r.Seq, nameList(r.Restored))
 		if len(r.Failed) > 0 {
-			msg += fmt.Sprintf(", %d could not be restored", len(r.Failed))
+			var failed []string
+			for _, f := range r.Failed {
+				failed = append(failed, fmt.Sprintf("%s (%s: %s)", f.Name, f.Type, f.Reason))
+			}
+			msg += "; not restored: " + strings.Join(failed, ", ")
 		}
-		msg += ")"
+	}
+	for _, m := range r.Messages {
+		msg += "; " + m
 	}
 	return msg
+}
+
+func nameList(names []string) string {
+	if len(names) == 0 {
+		return "no names"
+	}
+	if len(names) > 20 {
+		return strings.Join(names[:20], ", ") + fmt.Sprintf(" and %d more", len(names)-20)
+	}
+	return strings.Join(names, ", ")
 }
 
 // DescribeRestore says in one line what state a restarted session came back with.
