@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/session"
 )
 
@@ -51,7 +53,7 @@ hold again after stop and start; flags given for an existing session are ignored
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&o.Spec.Lang, "lang", "python", "language: python or bash")
+	fl.StringVar(&o.Spec.Lang, "lang", "python", "language: "+strings.Join(lang.Names(), ", "))
 	fl.StringVar(&o.Spec.Image, "image", "", "image to run (default: runtimectl's image for --lang)")
 	fl.Var(sizeValue{&o.Spec.Memory}, "memory", "memory limit, no swap (default 2g)")
 	fl.Float64Var(&o.Spec.CPUs, "cpus", 0, "CPU limit (default: none)")

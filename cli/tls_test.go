@@ -102,8 +102,9 @@ func TestRemoteEngineWithTLS(t *testing.T) {
 		assert.Equal(t, 125, code)
 		assert.Empty(t, stdout)
 		assert.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %q", stderr)
-		assert.Contains(t, stderr, "TLS handshake with "+host+": "+tc.want, stderr)
+		assert.Contains(t, stderr, "TLS with "+host+": "+tc.want, stderr)
 		assert.Contains(t, stderr, "check DOCKER_CERT_PATH")
+		t.Logf("refused: %s", strings.TrimSpace(stderr))
 	}
 	// Plain TCP to the TLS port is told apart too.
 	t.Setenv("DOCKER_TLS_VERIFY", "")
@@ -111,6 +112,7 @@ func TestRemoteEngineWithTLS(t *testing.T) {
 	code, _, stderr = runCLI(t, "", "session", "ls")
 	assert.Equal(t, 125, code)
 	assert.Contains(t, stderr, "the engine expects TLS on this port")
+	t.Logf("plain TCP: %s", strings.TrimSpace(stderr))
 
 	t.Setenv("DOCKER_TLS_VERIFY", "1")
 	t.Setenv("DOCKER_CERT_PATH", good)
@@ -186,7 +188,9 @@ func (ca *certAuthority) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) 
 	return issued{der: der, key: key}
 }
 
-func pemBytes(typ string, der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}) }
+func pemBytes(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
 
 // writeCertDir lays out a DOCKER_CERT_PATH: ca.pem, cert.pem, key.pem.
 func writeCertDir(t *testing.T, dir string, ca *certAuthority, c issued) {

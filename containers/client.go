@@ -50,8 +50,8 @@ func classifyHost(err error, host string) error {
 	if host == "" {
 		host = client.DefaultDockerHost
 	}
-	if why := tlsProblem(err); why != "" {
-		return fmt.Errorf("%w: TLS handshake with %s: %s; check DOCKER_CERT_PATH (ca.pem, cert.pem, key.pem) and DOCKER_TLS_VERIFY", ErrUnreachable, host, why)
+	if what := tlsProblem(err); what != "" {
+		return fmt.Errorf("%w: %s %s: %s", ErrUnreachable, "TLS with", host, what)
 	}
 	if client.IsErrConnectionFailed(err) || strings.Contains(err.Error(), "Cannot connect to the Docker daemon") {
 		return fmt.Errorf("%w at %s: %v (is dockerd running? is DOCKER_HOST right?)", ErrUnreachable, host, err)
@@ -59,41 +59,40 @@ func classifyHost(err error, host string) error {
 	return err
 }
 
-// tlsProblem says, in a few words, why a TLS connection to the engine failed, or "" when err
-// is not about TLS. The Docker client's own words ("error during connect: Get ...") bury it.
+// tlsProblem says, in a few words, why a TLS connection to the engine failed and what to do,
+// or "" when err is not about TLS. The Docker client's own words ("error during connect: Get
+// ...") bury it.
 func tlsProblem(err error) string {
+	const certs = "; check DOCKER_CERT_PATH (ca.pem, cert.pem, key.pem) and DOCKER_TLS_VERIFY"
 	var unknown x509.UnknownAuthorityError
 	var hostname x509.HostnameError
 	var invalid x509.CertificateInvalidError
 	switch {
 	case errors.As(err, &unknown):
-		return "certificate signed by unknown authority (the engine's certificate is not signed by the CA in ca.pem)"
+		return "certificate signed by unknown authority (the engine's certificate is not signed by the CA in ca.pem)" + certs
 	case errors.As(err, &hostname):
-		return "the engine's certificate is not valid for this host: " + hostname.Error()
+		return "the engine's certificate is not valid for this host (" + hostname.Error() + ")" + certs
 	case errors.As(err, &invalid):
-		return "the engine's certificate is not valid: " + invalid.Error()
+		return "the engine's certificate is not valid (" + invalid.Error() + ")" + certs
 	}
 	msg := err.Error()
 	for _, s := range []string{"tls: bad certificate", "tls: unknown certificate authority", "tls: certificate required", "tls: unknown certificate"} {
 		if strings.Contains(msg, s) {
-			return "the engine refused this client's certificate (" + s + "): cert.pem and key.pem must be signed by a CA that the engine trusts"
+			return "the engine refused this client's certificate (" + s + "): cert.pem and key.pem must be signed by a CA that the engine trusts" + certs
 		}
 	}
 	switch {
 	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
-		return "the engine does not speak TLS on this port; unset DOCKER_TLS_VERIFY or use its TLS port"
+		return "the engine does not speak TLS on this port; unset DOCKER_TLS_VERIFY or use the engine's TLS port"
 	case strings.Contains(msg, "malformed HTTP response") || strings.Contains(msg, "TLS-enabled daemon without TLS") ||
 		strings.Contains(msg, "Client sent an HTTP request to an HTTPS server"):
-		return "the engine expects TLS on this port; set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH"
+		return "the engine expects TLS on this port; set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH (a directory with ca.pem, cert.pem, key.pem)"
 	case strings.Contains(msg, "x509: "):
-		i := strings.Index(msg, "x509: ")
-		return oneLine(msg[i:])
+		return oneLine(msg[strings.Index(msg, "x509: "):]) + certs
 	case strings.Contains(msg, "remote error: tls: "):
-		i := strings.Index(msg, "remote error: tls: ")
-		return "the engine ended the handshake: " + oneLine(msg[i:])
+		return "the engine ended the handshake (" + oneLine(msg[strings.Index(msg, "remote error: tls: "):]) + ")" + certs
 	case strings.Contains(msg, "tls: "):
-		i := strings.Index(msg, "tls: ")
-		return oneLine(msg[i:])
+		return oneLine(msg[strings.Index(msg, "tls: "):]) + certs
 	}
 	return ""
 }

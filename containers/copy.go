@@ -1,12 +1,14 @@
 package containers
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
 )
 
 // CopyFrom returns a tar stream of path in the session's container (running or not; the
@@ -44,4 +46,38 @@ func (m *Manager) Stat(ctx context.Context, session, path string) (PathInfo, err
 		return PathInfo{}, fmt.Errorf("stat %s in session %q: %w", path, session, err)
 	}
 	return PathInfo{Exists: true, IsDir: st.Mode.IsDir(), Size: st.Size}, nil
+}
+
+// Logs returns what `docker logs` shows of the session's container (the agent's own stdout and
+// stderr, never the code's output), at most max bytes of it.
+func (m *Manager) Logs(ctx context.Context, session string, max int64) ([]byte, error) {
+	rc, err := m.api.ContainerLogs(ctx, Name(session), container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return nil, fmt.Errorf("logs of session %q: %w", session, classify(err))
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	w := &capWriter{w: &buf, left: max}
+	if _, err := stdcopy.StdCopy(w, w, rc); err != nil && !errors.Is(err, errCapReached) {
+		return buf.Bytes(), fmt.Errorf("logs of session %q: %w", session, err)
+	}
+	return buf.Bytes(), nil
+}
+
+var errCapReached = errors.New("cap reached")
+
+// capWriter passes on at most left bytes, then fails with errCapReached.
+type capWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		n, _ := c.w.Write(p[:c.left])
+		c.left = 0
+		return n, errCapReached
+	}
+	c.left -= int64(len(p))
+	return c.w.Write(p)
 }
