@@ -29,7 +29,7 @@ demo: images ## the main job: build the images, start a session, run code in it
 	bin/runtimectl session ls
 	@echo "the session '$(DEMO)' is running: try bin/runtimectl session exec $(DEMO) 'df'; remove it with bin/runtimectl session rm $(DEMO) --force"
 
-test: base-image ## every test, unit and integration (needs Docker; builds the images from the Dockerfiles)
+test: images ## every test, unit and integration (needs Docker; builds the images from the Dockerfiles)
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 40m ./...
 	$(MAKE) fuzz FUZZTIME=5s

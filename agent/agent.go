@@ -291,21 +291,15 @@ func (a *Agent) checkSnapshotWriter() {
 		return
 	}
 	if s.pid > 0 && s.pid != a.k.pid && processGone(s.pid) {
-		// The writer is gone; give the reader a moment to finish what it already sent.
-		if time.Since(s.started) > 0 {
-			go func(k *kernel) {
-				time.Sleep(500 * time.Millisecond)
-				if a.snapInFlight(s) {
-					k.abortSnapshotRead()
-				}
-			}(a.k)
+		// The writer is gone; give the reader a moment to finish what it already sent, then
+		// make its blocked read fail so it drops the partial snapshot.
+		if s.goneAt.IsZero() {
+			s.goneAt = time.Now()
+		} else if time.Since(s.goneAt) > 500*time.Millisecond {
+			a.k.abortSnapshotRead()
 		}
 	}
 }
-
-// snapInFlight is only advisory (read from a helper goroutine); a late abort of a reader that
-// already finished is harmless because the reader resyncs only on error.
-func (a *Agent) snapInFlight(s *inflight) bool { return a.snap == s }
 
 // maybeSnapshot starts a snapshot when the state has changed, none is being written, and the
 // kernel is between executions (which it is whenever run's loop calls this).

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +43,7 @@ type kernel struct {
 	stderr  outStream
 	snap    *os.File // fd 5 of the kernel: snapshot data
 	snapBuf *bufio.Reader
+	reading atomic.Bool // the snapshot reader is inside a stream
 	exited  chan struct{}
 	waitErr error
 	ready   kernelEvent

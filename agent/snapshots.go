@@ -31,6 +31,7 @@ type inflight struct {
 	seq     int64
 	pid     int // the writer, once the kernel has said; 0 before
 	started time.Time
+	goneAt  time.Time // when the writer was first seen gone
 	waiters []func(snapResult)
 }
 
@@ -57,6 +58,11 @@ func (e *errWriter) Write(p []byte) (int, error) {
 }
 
 func (a *Agent) receiveSnapshot(k *kernel, e snapExpect) (snapshot.Manifest, error) {
+	// A deadline left by an abort that came after the previous stream was read must not fail
+	// this one; and aborts only apply while the stream is being read.
+	_ = k.snap.SetReadDeadline(time.Time{})
+	k.reading.Store(true)
+	defer k.reading.Store(false)
 	for {
 		w, cerr := a.store.Create(e.id)
 		var dst io.Writer = io.Discard
@@ -111,6 +117,7 @@ func (a *Agent) receiveSnapshot(k *kernel, e snapExpect) (snapshot.Manifest, err
 			}
 			return snapshot.Manifest{}, errors.New(msg)
 		}
+		k.reading.Store(false) // the stream is read; what is left is the disk
 		m, err := w.Commit(snapshot.Manifest{
 			Seq:     e.seq,
 			Lang:    a.cfg.Lang.Name,
@@ -142,7 +149,9 @@ func (a *Agent) resyncSnapshots(k *kernel) {
 
 // abortSnapshotRead makes the reader's blocked read fail, after the writer died.
 func (k *kernel) abortSnapshotRead() {
-	_ = k.snap.SetReadDeadline(time.Now())
+	if k.reading.Load() {
+		_ = k.snap.SetReadDeadline(time.Now())
+	}
 }
 
 // killWriter ends a snapshot writer that ran past its budget.
