@@ -53,7 +53,9 @@ func (c *Client) List(ctx context.Context) ([]Info, error) {
 	for _, v := range vols {
 		if in := byName[v.Session]; in != nil {
 			if st, err := decodeSettings(v.Settings); err == nil {
-				in.Created = st.Created
+				// The reference the session was made with; Docker shows an image ID once the
+				// tag has moved to a newer build.
+				in.Created, in.Image = st.Created, st.Image
 			}
 			continue
 		}
