@@ -13,19 +13,19 @@ import (
 
 // Machine describes where the benchmarks ran: the header of the results.
 type Machine struct {
-	Cores         int    `json:"cores"`
-	CPU           string `json:"cpu"`
-	MemoryBytes   int64  `json:"memory_bytes"`
-	Kernel        string `json:"kernel"`
-	DockerVersion string `json:"docker_version"`
-	DockerAPI     string `json:"docker_api"`
-	StorageDriver string `json:"storage_driver,omitempty"`
-	CgroupVersion string `json:"cgroup_version,omitempty"`
-	GoVersion     string `json:"go_version"`
-	Commit        string `json:"commit,omitempty"`
-	Date          string `json:"date"`
-	LoadAvg       string `json:"load_avg_at_start,omitempty"`
-	Command       string `json:"command"`
+	Cores         int     `json:"cores"`
+	CPU           string  `json:"cpu"`
+	MemoryBytes   int64   `json:"memory_bytes"`
+	Kernel        string  `json:"kernel"`
+	DockerVersion string  `json:"docker_version"`
+	DockerAPI     string  `json:"docker_api"`
+	StorageDriver string  `json:"storage_driver,omitempty"`
+	CgroupVersion string  `json:"cgroup_version,omitempty"`
+	GoVersion     string  `json:"go_version"`
+	Commit        string  `json:"commit,omitempty"`
+	Date          string  `json:"date"`
+	LoadAvg       string  `json:"load_avg_at_start,omitempty"`
+	Command       string  `json:"command"`
 	DurationS     float64 `json:"duration_s"`
 }
 

@@ -85,7 +85,7 @@ func (r *Runner) ExecRoundTrip(ctx context.Context) error {
 			return err
 		}
 	}
-	rounds, batch := r.n(40, 3), 20
+	rounds, batch := r.n(30, 3), 20
 	for i := 0; i < rounds; i++ {
 		for k := 0; k < batch; k++ {
 			v, err := rtt(s)
@@ -158,7 +158,7 @@ func (r *Runner) CLIExec(ctx context.Context) error {
 			return err
 		}
 	}
-	for i, n := 0, r.n(40, 5); i < n; i++ {
+	for i, n := 0, r.n(30, 5); i < n; i++ {
 		v, err := run(rt...)
 		if err != nil {
 			return err
@@ -214,7 +214,7 @@ func (r *Runner) ColdStart(ctx context.Context) error {
 	if _, err := run(dockerRun...); err != nil {
 		return err
 	}
-	for i, n := 0, r.n(10, 3); i < n; i++ {
+	for i, n := 0, r.n(8, 3); i < n; i++ {
 		v, err := startOne()
 		if err != nil {
 			return err

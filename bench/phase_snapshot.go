@@ -16,17 +16,18 @@ import (
 // State is a namespace the snapshot figures are measured with.
 type State struct {
 	Key   string // in figure names
+	N     int    // iterations in a default run
 	What  string // for descriptions
 	Setup string // Python code that builds it
 }
 
 // The two states of pairs 4 and 5.
 var (
-	StateArray = State{Key: "array_100mib", What: "a 100 MiB float64 ndarray",
+	StateArray = State{Key: "array_100mib", N: 8, What: "a 100 MiB float64 ndarray",
 		Setup: "import numpy as np\na = np.random.default_rng(0).random(100 << 17)"}
 	// The frame has mixed columns, as data loaded from a CSV does: 6 float64, 2 int64, one of
 	// short strings (object dtype) and one of timestamps.
-	StateFrame = State{Key: "df_1m_x10", What: "a 1M x 10 DataFrame (6 float64, 2 int64, 1 string, 1 datetime column)",
+	StateFrame = State{Key: "df_1m_x10", N: 6, What: "a 1M x 10 DataFrame (6 float64, 2 int64, 1 string, 1 datetime column)",
 		Setup: `import numpy as np, pandas as pd
 _rng = np.random.default_rng(0)
 _n = 1_000_000
@@ -94,7 +95,7 @@ func (r *Runner) Snapshots(ctx context.Context, st State) error {
 	prefix := "snapshot_wait." + st.Key
 	wprefix := "snapshot_write." + st.Key
 	isFrame := st.Key == StateFrame.Key
-	for i, n := 1, r.n(8, 3); i <= n; i++ {
+	for i, n := 1, r.n(st.N, 3); i <= n; i++ {
 		// Pair 4, snapshots on.
 		resY, err := execOK(ctx, every, fmt.Sprintf("y = %d", i), session.ExecOptions{})
 		if err != nil {
