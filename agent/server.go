@@ -112,12 +112,12 @@ func Connect(socket string, stdin io.Reader, stdout io.Writer) error {
 	uc := c.(*net.UnixConn)
 	done := make(chan error, 2)
 	go func() {
-		_, err := io.Copy(uc, stdin)
+		_, err := copyPlain(uc, stdin)
 		_ = uc.CloseWrite()
 		done <- err
 	}()
 	go func() {
-		_, err := io.Copy(stdout, uc)
+		_, err := copyPlain(stdout, uc)
 		done <- err
 	}()
 	err = <-done
@@ -125,4 +125,28 @@ func Connect(socket string, stdin io.Reader, stdout io.Writer) error {
 		err = nil
 	}
 	return err
+}
+
+// copyPlain copies with plain reads and writes. io.Copy would splice from the socket into
+// stdout, a pipe the Go runtime cannot poll, and spin on EAGAIN (measured: two thirds of the
+// splices) under a fast stream.
+func copyPlain(dst io.Writer, src io.Reader) (int64, error) {
+	buf := make([]byte, 256<<10)
+	var n int64
+	for {
+		r, err := src.Read(buf)
+		if r > 0 {
+			w, werr := dst.Write(buf[:r])
+			n += int64(w)
+			if werr != nil {
+				return n, werr
+			}
+		}
+		if err != nil {
+			if err == io.EOF {
+				return n, nil
+			}
+			return n, err
+		}
+	}
 }
