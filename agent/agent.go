@@ -38,6 +38,7 @@ type Agent struct {
 	savedSeq  int64
 	savedID   string
 	reqSerial int
+	pids      pidsWatch
 
 	mu       sync.Mutex // guards the fields below, read by connections
 	restore  execproto.RestoreInfo
@@ -45,6 +46,7 @@ type Agent struct {
 	runSeq   int64
 	lastExec time.Time
 	restarts int
+	warnings []string // for the next execution's client: snapshots not saved, a full volume
 }
 
 // job is one request waiting for the kernel.
@@ -92,6 +94,7 @@ func New(cfg Config) (*Agent, error) {
 	for _, p := range log.Problems() {
 		msgs = append(msgs, "history: "+p)
 	}
+	a.ensureReserve()
 	info, err := a.startKernel(nil)
 	if err != nil {
 		return nil, err
@@ -99,12 +102,12 @@ func New(cfg Config) (*Agent, error) {
 	for _, r := range log.Unfinished() {
 		restoredTo := info.Seq
 		msg := fmt.Sprintf("the container or its interpreter stopped during execution %d; state brought back to %s", r.Seq, describeState(info))
-		if err := log.Append(history.Record{
+		if err := a.record(history.Record{
 			Kind: history.KindEnd, Seq: r.Seq, Code: r.Code, Status: execproto.StatusCrashed, Started: r.Started,
 			Stderr: msg + "\n",
 			State:  &history.State{Status: "restored", Snapshot: info.Snapshot, RestoredTo: &restoredTo, Message: msg},
 		}); err != nil {
-			return nil, err
+			msgs = append(msgs, err.Error()) // a full volume must not keep the session down
 		}
 		msgs = append(msgs, msg)
 	}
@@ -267,9 +270,18 @@ func (a *Agent) Run(ctx context.Context) {
 				<-a.k.exited
 			}
 		case <-a.k.exited:
-			a.recoverKernel(fmt.Sprintf("the interpreter ended between executions (%s)", a.k.exitText()))
+			why := fmt.Sprintf("the interpreter ended between executions (%s)", a.k.exitText())
+			info := a.recoverKernel(why)
+			a.note(why + "; state brought back to " + describeState(info))
 		case <-tick.C:
 			a.checkSnapshotWriter()
+			if a.pids.exhausted() {
+				why := a.pids.reason()
+				a.k.kill() // first: nothing else can start while the limit is reached
+				info := a.recoverKernel(why)
+				a.pids.reset()
+				a.note(why + "; state brought back to " + describeState(info))
+			}
 		}
 	}
 }
@@ -338,8 +350,13 @@ func (a *Agent) finishSnapshot(r snapResult) {
 	} else {
 		a.savedSeq, a.savedID = r.seq, r.id
 	}
+	if r.err != nil {
+		a.warn(state.Message)
+	}
 	if r.seq > 0 {
-		_ = a.log.Append(history.Record{Kind: history.KindState, Seq: r.seq, State: &state})
+		if err := a.record(history.Record{Kind: history.KindState, Seq: r.seq, State: &state}); err != nil {
+			a.warn(err.Error())
+		}
 	}
 	if s != nil {
 		for _, w := range s.waiters {
@@ -360,13 +377,16 @@ func (a *Agent) waitSnapshot(limit time.Duration) {
 	deadline := time.After(limit)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	events := a.k.events
 	for a.snap != nil {
 		select {
 		case r := <-a.snapDone:
 			a.finishSnapshot(r)
-		case ev, ok := <-a.k.events:
+		case ev, ok := <-events:
 			if ok {
 				a.kernelEvent(ev)
+			} else {
+				events = nil // the kernel is dead: do not spin on its closed channel
 			}
 		case <-tick.C:
 			a.checkSnapshotWriter()
@@ -495,8 +515,7 @@ func (a *Agent) restoreTo(j *job) {
 		return
 	}
 	a.setRestore(info)
-	_ = a.log.Append(history.Record{Kind: history.KindNote, Seq: a.log.NextSeq() - 1,
-		Note: fmt.Sprintf("state restored to snapshot %s (after execution %d)", info.Snapshot, info.Seq)})
+	a.note(fmt.Sprintf("state restored to snapshot %s (after execution %d)", info.Snapshot, info.Seq))
 	_ = j.conn.SendJSON(execproto.TypeReply, j.id, info)
 }
 

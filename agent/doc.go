@@ -9,6 +9,15 @@
 // brings a crashed, hung or out-of-memory kernel back from the latest good snapshot inside the
 // same container.
 //
+// Faults it absorbs, each covered by an integration test (session/hostile_test.go): code that
+// ignores SIGINT is killed after the grace; an interpreter that dies (exit, segfault, out of
+// memory) is detected by its wait, not by polling, and brought back; ending a kernel ends every
+// process of the session user (see killUser), background ones included; a container whose pids
+// limit stays reached (a fork bomb) gets the same treatment, since no client could connect to
+// it; a full volume does not lose the history (a reserve file is given up to record the
+// execution, and what could not be written is said in the result and in notices); output is
+// capped per execution and never reaches the container's log.
+//
 // Clients reach it through `runtime-agent connect`, started with `docker exec`: a private duplex
 // stream per client, relayed to the agent's unix socket. That costs one exec to open (tens of
 // milliseconds) where attaching to the agent's own stdio would cost one, but every attached

@@ -25,7 +25,16 @@ func (a *Agent) exec(ctx context.Context, j *job) {
 	started := time.Now()
 	seq := a.log.Reserve()
 	code := j.req.Code
-	_ = a.log.Append(history.Record{Kind: history.KindStart, Seq: seq, Code: code, Status: "running", Started: started.UTC()})
+	notify := func(msg string) {
+		_ = j.conn.SendJSON(execproto.TypeNotice, j.id, execproto.Notice{Message: msg})
+	}
+	for _, w := range a.takeWarnings() {
+		notify(w) // e.g. the previous execution's snapshot failed after its result was sent
+	}
+	var recordErrs []string
+	if err := a.record(history.Record{Kind: history.KindStart, Seq: seq, Code: code, Status: "running", Started: started.UTC()}); err != nil {
+		recordErrs = append(recordErrs, err.Error())
+	}
 	a.mu.Lock()
 	a.running, a.runSeq = j, seq
 	a.mu.Unlock()
@@ -63,6 +72,7 @@ func (a *Agent) exec(ctx context.Context, j *job) {
 		done         *kernelEvent
 		reason       string // "timeout" or "interrupted" once we interrupted the code
 		crashed      bool
+		pidsFull     bool // the container's pids limit stayed reached: everything was killed
 		restoredInfo *execproto.RestoreInfo
 	)
 	oomBefore := oomKills()
@@ -111,6 +121,9 @@ wait:
 			a.finishSnapshot(r)
 		case <-tick.C:
 			a.checkSnapshotWriter()
+			if a.pids.exhausted() {
+				pidsFull, crashed = true, true
+			}
 		case <-timeoutC:
 			beginInterrupt(execproto.StatusTimeout)
 		case <-interruptC:
@@ -166,6 +179,11 @@ wait:
 		capErr.flushHeld()
 		var why string
 		switch {
+		case pidsFull:
+			res.Status = execproto.StatusCrashed
+			k.kill()
+			why = a.pids.reason()
+			a.pids.reset()
 		case reason == execproto.StatusTimeout:
 			res.Status = execproto.StatusTimeout
 			why = fmt.Sprintf("the code ran past its timeout of %s and did not stop within %s of the interrupt; the interpreter was restarted", time.Duration(j.req.TimeoutMs)*time.Millisecond, a.cfg.Grace)
@@ -201,14 +219,25 @@ wait:
 	res.StderrTruncated = errs.lim.dropped
 	stdout, stdoutCut := out.keep.text()
 	stderr, stderrCut := errs.keep.text()
-	_ = a.log.Append(history.Record{
+	if err := a.record(history.Record{
 		Kind: history.KindEnd, Seq: seq, Code: code, Status: res.Status,
 		Stdout: stdout, Stderr: stderr,
 		StdoutTruncated: stdoutCut + out.lim.dropped, StderrTruncated: stderrCut + errs.lim.dropped,
 		Result: res.Result, Error: res.Error, Outputs: res.Outputs,
 		Started: started.UTC(), DurationMs: res.DurationMs, State: res.State,
-	})
+	}); err != nil {
+		recordErrs = append(recordErrs, err.Error())
+	}
+	for _, e := range recordErrs {
+		// The result is still returned; what could not be recorded is said, not hidden.
+		notify(e)
+		if res.Message != "" {
+			res.Message += "; "
+		}
+		res.Message += e
+	}
 	_ = j.conn.SendJSON(execproto.TypeResult, j.id, res)
+	a.ensureReserve()
 }
 
 func waitFound(a, b *capture, limit time.Duration) {

@@ -37,6 +37,7 @@ type kernelEvent struct {
 type kernel struct {
 	cmd     *exec.Cmd
 	pid     int
+	uid     int      // the session user, whose processes all end with the kernel (see killUser)
 	ctrl    *os.File // fd 3 of the kernel: requests
 	events  chan kernelEvent
 	stdout  outStream
@@ -111,6 +112,7 @@ func startKernel(cfg Config, restore *os.File, readyTimeout time.Duration) (*ker
 	k := &kernel{
 		cmd:     cmd,
 		pid:     cmd.Process.Pid,
+		uid:     cfg.UID,
 		ctrl:    ctrlW,
 		events:  make(chan kernelEvent, 16),
 		snap:    snapR,
@@ -205,9 +207,12 @@ func (k *kernel) alive() bool {
 	}
 }
 
-// kill ends the process group and waits for the interpreter to be reaped.
+// kill ends the interpreter and every process of the session user (what the code left running
+// in the background, in its process group or not), and waits for the interpreter to be reaped.
+// A snapshot writer is such a process too: callers wait for it first.
 func (k *kernel) kill() {
 	k.signal(syscall.SIGKILL)
+	killUser(k.uid)
 	select {
 	case <-k.exited:
 	case <-time.After(5 * time.Second):

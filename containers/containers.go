@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types"
@@ -159,6 +160,9 @@ func (m *Manager) Create(ctx context.Context, s Spec) (Info, error) {
 	cfg, hc := config(s)
 	_, err := m.api.ContainerCreate(ctx, cfg, hc, nil, nil, Name(s.Session))
 	if err != nil && !IsConflict(err) {
+		if s.Runtime != "" && strings.Contains(strings.ToLower(err.Error()), "runtime") {
+			return Info{}, fmt.Errorf("create container for session %q: the Docker engine has no runtime %q (%w); `docker info` lists the runtimes it has (gVisor's runsc must be installed and registered with the engine first)", s.Session, s.Runtime, classify(err))
+		}
 		return Info{}, fmt.Errorf("create container for session %q: %w", s.Session, classify(err))
 	}
 	return m.Inspect(ctx, s.Session)

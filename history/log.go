@@ -162,8 +162,8 @@ func (l *Log) note(r Record) {
 // Append writes r as one line (Schema is set to [Schema]) with a single
 // write call, then fsyncs the file. It refuses an unknown kind, a seq that
 // is not positive and a line longer than [MaxLineBytes]. When the write
-// fails part way, Append cuts the file back so that later records do not
-// land on a torn line.
+// fails part way, or the fsync fails, Append cuts the file back so that later
+// records do not land on a torn line and a retry does not repeat the record.
 func (l *Log) Append(r Record) error {
 	r.Schema = Schema
 	if !knownKind(r.Kind) {
@@ -194,11 +194,14 @@ func (l *Log) Append(r Record) error {
 		}
 		return fmt.Errorf("append history record %d: %w", r.Seq, err)
 	}
-	l.size += int64(n)
-	l.note(r)
 	if err := l.f.Sync(); err != nil {
+		// Not known to be on disk: take it back, so that a caller that tries again (after
+		// freeing space, say) does not write the record twice.
+		_ = l.f.Truncate(l.size)
 		return fmt.Errorf("append history record %d: sync: %w", r.Seq, err)
 	}
+	l.size += int64(n)
+	l.note(r)
 	return nil
 }
 

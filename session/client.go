@@ -92,6 +92,9 @@ type Spec struct {
 	KeepSnapshots int
 	MaxOutput     int64
 	Runtime       string // e.g. runsc (gVisor), when the engine has it
+	// VolumeOpts are driver options for the session's volume, used when it is created: for
+	// example {"type": "tmpfs", "device": "tmpfs", "o": "size=64m"} caps it at 64 MiB in memory.
+	VolumeOpts map[string]string
 	// IdleStop records a policy on the session: `session gc` stops it after this long idle.
 	IdleStop time.Duration
 }
@@ -197,7 +200,7 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Session, StartInfo, err
 			if err := c.checkImage(ctx, st); err != nil {
 				return nil, info, err
 			}
-			if _, err := c.vol.Create(ctx, st.Session, st.Lang, st.encode()); err != nil {
+			if _, err := c.vol.Create(ctx, st.Session, st.Lang, st.encode(), volumes.WithDriverOpts(spec.VolumeOpts)); err != nil {
 				return nil, info, err
 			}
 			info.Created = true
@@ -210,6 +213,7 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Session, StartInfo, err
 			}
 		}
 		if ci, err = c.ctr.Create(ctx, containerSpec(st)); err != nil {
+			c.undoCreate(ctx, info, spec.Name)
 			return nil, info, err
 		}
 	default:
@@ -217,6 +221,7 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Session, StartInfo, err
 	}
 	if !ci.Running {
 		if err := c.ctr.Start(ctx, spec.Name); err != nil {
+			c.undoCreate(ctx, info, spec.Name)
 			return nil, info, err
 		}
 		info.Started = !info.Created
@@ -229,6 +234,18 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Session, StartInfo, err
 		s.unreported = s.hello.Restore
 	}
 	return s, info, nil
+}
+
+// undoCreate removes what Start made for a new session that could not be started (an unknown
+// --runtime, say), so that a corrected `session start` begins afresh.
+func (c *Client) undoCreate(ctx context.Context, info StartInfo, name string) {
+	if !info.Created {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.callTimeout)
+	defer cancel()
+	_ = c.ctr.Remove(ctx, name, true)
+	_ = c.vol.Remove(ctx, volumes.Name(name))
 }
 
 func (c *Client) checkImage(ctx context.Context, st Settings) error {

@@ -6,6 +6,7 @@ package session_test
 // states and orderings, never timings: a hang shows up as a watchdog failure.
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
@@ -29,17 +30,14 @@ import (
 	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
+	"github.com/runtimectl/runtimectl/volumes"
 )
 
-// execWith runs code with options; a call that does not return within limit fails the test
-// (the hang is the bug), instead of blocking the whole test binary.
+// execWith runs code with options; a call that does not return within 3 minutes fails the test
+// (the hang is the bug) instead of blocking the whole test binary.
 func execWith(t *testing.T, s *session.Session, code string, o session.ExecOptions) *session.Result {
 	t.Helper()
-	return execWithin(t, s, code, o, 3*time.Minute)
-}
-
-func execWithin(t *testing.T, s *session.Session, code string, o session.ExecOptions, limit time.Duration) *session.Result {
-	t.Helper()
+	const limit = 3 * time.Minute
 	type out struct {
 		r   *session.Result
 		err error
@@ -134,13 +132,17 @@ func TestTimeoutInterruptsAPythonLoop(t *testing.T) {
 	assert.Equal(t, "timeout", execBySeq(t, historyOf(t, c, s.Name()), 2).Status)
 }
 
-// Code that does not stop on SIGINT: the interpreter is killed after the grace and restarted
-// from the latest snapshot, in the same container.
+// Hangs in C: the regex engine checks for signals, so it is interrupted; code that does not
+// stop on SIGINT is killed after the grace and the interpreter restarted from the latest
+// snapshot, in the same container. Either way: status timeout, earlier variables intact.
 func TestTimeoutKillsCodeThatDoesNotStop(t *testing.T) {
-	for _, tc := range []struct{ name, code string }{
-		{"catastrophic regex", "import re\nre.match(r'(a+)+$', 'a' * 40 + 'b')"},
-		{"SIGINT ignored", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass"},
-		{"C sleep with SIGINT blocked", "import ctypes, signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])\nctypes.CDLL(None).sleep(100)"},
+	for _, tc := range []struct {
+		name, code string
+		killed     bool
+	}{
+		{"catastrophic regex", "import re\nre.match(r'(a+)+$', 'a' * 40 + 'b')", false},
+		{"SIGINT ignored", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass", true},
+		{"C sleep with SIGINT blocked", "import ctypes, signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])\nctypes.CDLL(None).sleep(100)", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testenv.Client(t)
@@ -151,6 +153,15 @@ func TestTimeoutKillsCodeThatDoesNotStop(t *testing.T) {
 			r := execWith(t, s, "lost = 1\n"+tc.code, session.ExecOptions{Timeout: time.Second})
 			assert.Equal(t, "timeout", r.Status, r.Stderr)
 			assert.NotEmpty(t, r.Message)
+			require.NotNil(t, r.State)
+			if tc.killed {
+				assert.Equal(t, "restored", r.State.Status)
+				assert.Contains(t, r.Message, "did not stop")
+				require.NotNil(t, r.State.RestoredTo)
+				assert.Equal(t, int64(1), *r.State.RestoredTo)
+			} else {
+				assert.NotEqual(t, "restored", r.State.Status, "interrupted, not killed")
+			}
 
 			r = run(t, s, "kept + 1")
 			require.Equal(t, "ok", r.Status, r.Stderr)
@@ -163,7 +174,7 @@ func TestTimeoutKillsCodeThatDoesNotStop(t *testing.T) {
 func TestInterruptFromAnotherConnection(t *testing.T) {
 	for _, tc := range []struct{ lang, set, sleep, check, want string }{
 		{"python", "kept = 5", "import time\nprint('started', flush=True)\ntime.sleep(60)", "kept", "5"},
-		{"bash", "kept=5", "echo started; sleep 60; echo not-reached", "echo $kept", ""},
+		{"bash", "kept=5", "echo started; sleep 60; echo not-reached", "echo $kept", "5\n"},
 	} {
 		t.Run(tc.lang, func(t *testing.T) {
 			c := testenv.Client(t)
@@ -197,13 +208,17 @@ func TestInterruptFromAnotherConnection(t *testing.T) {
 			require.NotNil(t, r)
 			assert.Equal(t, "interrupted", r.Status, r.Stderr)
 			assert.NotContains(t, r.Stdout, "not-reached")
+			if tc.lang == "python" {
+				require.NotNil(t, r.Error)
+				assert.Equal(t, "KeyboardInterrupt", r.Error.Name)
+			}
 
 			r = run(t, s, tc.check)
 			require.Equal(t, "ok", r.Status, r.Stderr)
 			if tc.lang == "python" {
 				assert.Equal(t, tc.want, *r.Result)
 			} else {
-				assert.Equal(t, "5\n", r.Stdout)
+				assert.Equal(t, tc.want, r.Stdout)
 			}
 		})
 	}
@@ -341,10 +356,10 @@ func TestOutputFloodIsCapped(t *testing.T) {
 
 func checkCapped(t *testing.T, r *session.Result, limit int, streamed int64) {
 	t.Helper()
-	i := strings.Index(r.Stdout, "[runtimectl: output capped")
+	i := strings.Index(r.Stdout, "\n[runtimectl: output capped")
 	require.GreaterOrEqual(t, i, 0, "the cap is marked")
-	assert.Equal(t, limit, strings.Count(r.Stdout[:i], "x")+strings.Count(r.Stdout[:i], "y\n")*2, "delivered up to the cap")
-	assert.Less(t, len(r.Stdout), limit+1024)
+	assert.Equal(t, limit, i, "delivered up to the cap, then the mark")
+	assert.Less(t, len(r.Stdout), limit+1024, "and nothing after the mark")
 	assert.Equal(t, int64(len(r.Stdout)), streamed, "what was streamed is what the result holds")
 }
 
@@ -369,7 +384,8 @@ os.write(1, b'bad \xff\xfe nul \x00 cr \r end\n')
 os.write(1, b'\xe2\x82')
 time.sleep(0.2)
 os.write(1, b'\xac\n')
-os.write(2, b'err \xc3\x28 \x00\n')`
+os.write(2, b'err \xc3\x28 \x00\n')
+pass`
 	const wantOut = "bad \xff\xfe nul \x00 cr \r end\n\xe2\x82\xac\n"
 	const wantErr = "err \xc3\x28 \x00\n"
 	const bashCode = `printf 'bad \xff\xfe nul \x00 cr \r end\n'; printf '\xe2\x82'; sleep 0.2; printf '\xac\n'; printf 'err \xc3\x28 \x00\n' >&2`
@@ -552,25 +568,33 @@ func TestBackgroundProcessDoesNotHoldTheExecution(t *testing.T) {
 			r := execWith(t, s, tc.start, session.ExecOptions{Timeout: 30 * time.Second})
 			require.Equal(t, "ok", r.Status, r.Stderr)
 			assert.Contains(t, r.Stdout, "started")
-			r = execWith(t, s, tc.count, session.ExecOptions{Timeout: 30 * time.Second})
-			require.Equal(t, "ok", r.Status, r.Stderr)
-			got := r.Stdout
-			if r.Result != nil {
-				got = *r.Result
-			}
-			assert.Equal(t, tc.want1, got, "both children run in the background")
+			assert.Equal(t, tc.want1, countUntil(t, s, tc.count, tc.want1), "both children run in the background")
 
-			// A restart of the interpreter ends every process it left behind.
+			// A restart of the interpreter ends every process it left behind, in its process
+			// group or not.
 			r = execWith(t, s, tc.die, session.ExecOptions{})
 			require.Equal(t, "crashed", r.Status)
-			r = execWith(t, s, tc.count, session.ExecOptions{Timeout: 30 * time.Second})
-			require.Equal(t, "ok", r.Status, r.Stderr)
-			got = r.Stdout
-			if r.Result != nil {
-				got = *r.Result
-			}
-			assert.Equal(t, tc.want0, got, "the children were killed with the interpreter")
+			assert.Equal(t, tc.want0, countUntil(t, s, tc.count, tc.want0), "the children were killed with the interpreter")
 		})
+	}
+}
+
+// countUntil runs code until its output (or result) is want, for a few seconds (processes take
+// a moment to start or to be reaped); it returns the last output.
+func countUntil(t *testing.T, s *session.Session, code, want string) string {
+	t.Helper()
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		r := execWith(t, s, code, session.ExecOptions{Timeout: 30 * time.Second})
+		require.Equal(t, "ok", r.Status, r.Stderr)
+		got = r.Stdout
+		if r.Result != nil {
+			got = *r.Result
+		}
+		if got == want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -794,4 +818,326 @@ func TestQueueRunsInArrivalOrderAndRefusesPastItsBound(t *testing.T) {
 	assert.Len(t, accepted, n-len(busy))
 	r := run(t, s, "', '.join(map(str, order))")
 	assert.Equal(t, "'"+strings.Join(accepted, ", ")+"'", *r.Result, "every accepted execution ran once, in order")
+}
+
+// --- fork bomb -----------------------------------------------------------------------------------
+
+// A fork bomb left running in the background fills the pids limit: nobody could connect to the
+// session (docker exec needs a process) and the code could not fork. The agent sees the limit
+// stay reached, kills every process of the session user and restarts the interpreter from its
+// latest snapshot; a neighbouring session answers all along.
+func TestForkBombIsHeldByThePidsLimit(t *testing.T) {
+	c := testenv.Client(t)
+	neighbour := testenv.Start(t, c, session.Spec{})
+	for _, tc := range []struct{ lang, set, bomb, check, want string }{
+		// bash's own bomb; it backs off and can die out by itself after a while
+		{"bash", "kept=1", ":(){ :|:& };:", "/bin/echo $kept", "1\n"},
+		// a bomb that never gives up: every copy forks for ever, the parent returns at once
+		{"python", "kept = 1", "import os\nif os.fork() == 0:\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n'returned'",
+			"import subprocess\nint(subprocess.run(['echo', str(kept)], capture_output=True, text=True).stdout)", "1"},
+	} {
+		t.Run(tc.lang, func(t *testing.T) {
+			s := testenv.Start(t, c, session.Spec{Lang: tc.lang, Pids: 64})
+			name := s.Name()
+			require.Equal(t, "ok", run(t, s, tc.set).Status)
+			waitSaved(t, c, name, 1)
+			before := startedAt(t, c, name)
+
+			r := execWith(t, s, tc.bomb, session.ExecOptions{Timeout: 5 * time.Second})
+			assert.Contains(t, []string{"ok", "timeout", "crashed"}, r.Status, r.Stderr)
+
+			// The neighbour is not affected.
+			r = execWith(t, neighbour, "1 + 1", session.ExecOptions{Timeout: 30 * time.Second})
+			require.Equal(t, "ok", r.Status, r.Stderr)
+			assert.Equal(t, "2", *r.Result)
+
+			// The session comes back: a new connection gets in, the code can fork (the checks
+			// run a program), and the state is there. (A connection may slip in while the bomb
+			// still runs, and an execution then may be the one during which the agent ends it:
+			// try again until one answers.)
+			deadline := time.Now().Add(2 * time.Minute)
+			var s2 *session.Session
+			for {
+				var err error
+				if s2 == nil {
+					s2, _, err = c.Open(testenv.Ctx(t, time.Minute), name)
+				}
+				if err == nil {
+					r = execWith(t, s2, tc.check, session.ExecOptions{Timeout: 30 * time.Second})
+					if r.Status == "ok" {
+						break
+					}
+					err = fmt.Errorf("%s: %s", r.Status, r.Stderr)
+				}
+				require.True(t, time.Now().Before(deadline), "the session did not come back: %v", err)
+				time.Sleep(500 * time.Millisecond)
+			}
+			defer s2.Close()
+			if tc.lang == "python" {
+				assert.Equal(t, tc.want, *r.Result)
+			} else {
+				assert.Equal(t, tc.want, r.Stdout)
+			}
+
+			// The agent did it (not a restart of the container), and the history says so.
+			var notes []string
+			execs := historyOf(t, c, name)
+			for _, e := range execs {
+				notes = append(notes, e.Notes...)
+				if e.State != nil {
+					notes = append(notes, e.State.Message) // when it ended an execution
+				}
+			}
+			logs, _ := c.Containers().Logs(testenv.Ctx(t, time.Minute), name, 1<<20)
+			assert.Contains(t, strings.Join(notes, "\n"), "process limit (64, --pids)", "history %+v\nlogs %s", execs, logs)
+			assert.Equal(t, before, startedAt(t, c, name), "the same container")
+		})
+	}
+}
+
+// --- disk full -----------------------------------------------------------------------------------
+
+// The session's volume is a 64 MiB tmpfs that the code fills: the execution's result still
+// comes back, the snapshot that cannot be written is reported, the previous one stays loadable,
+// and everything resumes once space is freed.
+func TestDiskFullOnTheVolume(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{VolumeOpts: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "size=64m"}})
+	name := s.Name()
+	require.Equal(t, "ok", run(t, s, "a = 1").Status)
+	waitSaved(t, c, name, 1)
+
+	// 16 MiB of state cannot fit once the disk is full; 600 kB of output make the history
+	// record need new blocks too.
+	var notices []string
+	r := execWith(t, s, `b = bytes(16 << 20)
+print('o' * 600000)
+err = None
+for name, size in (('fill', 1 << 20), ('fill2', 4096)):
+    with open('/workspace/' + name, 'wb', buffering=0) as f:
+        try:
+            while True:
+                f.write(b'f' * size)
+        except OSError as e:
+            err = str(e)
+err`, session.ExecOptions{OnNotice: func(m string) { notices = append(notices, m) }})
+	require.Equal(t, "ok", r.Status, "the execution's result is returned: %s", r.Stderr)
+	assert.Contains(t, *r.Result, "No space left on device")
+	assert.Len(t, r.Stdout, 600001)
+	assert.Contains(t, r.Message, "volume is full", "the failed history write is reported")
+	assert.Contains(t, strings.Join(notices, "\n"), "volume is full")
+
+	// The snapshot after execution 2 failed, and the history says so.
+	var e history.Execution
+	for deadline := time.Now().Add(time.Minute); ; {
+		e = execBySeq(t, historyOf(t, c, name), 2)
+		if e.State != nil && e.State.Status == "failed" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the failed snapshot is not in the history: %+v", e.State)
+		time.Sleep(200 * time.Millisecond)
+	}
+	assert.Contains(t, e.State.Error, "no space left on device")
+	assert.Equal(t, "ok", e.Status)
+	assert.NotEmpty(t, e.Stdout, "the record of execution 2 was written")
+
+	// The next execution is told too.
+	notices = nil
+	r = execWith(t, s, "len(b)", session.ExecOptions{OnNotice: func(m string) { notices = append(notices, m) }})
+	require.Equal(t, "ok", r.Status, r.Stderr)
+	assert.Equal(t, "16777216", *r.Result)
+	assert.Contains(t, strings.Join(notices, "\n"), "not saved")
+
+	// The previous snapshot stays loadable: a crash brings back the state after execution 1.
+	r = execWith(t, s, "import os\nos._exit(1)", session.ExecOptions{})
+	require.Equal(t, "crashed", r.Status)
+	require.NotNil(t, r.State)
+	require.NotNil(t, r.State.RestoredTo)
+	assert.Equal(t, int64(1), *r.State.RestoredTo)
+	r = run(t, s, "(a, 'b' in dir())")
+	require.Equal(t, "ok", r.Status, r.Stderr)
+	assert.Equal(t, "(1, False)", *r.Result)
+
+	// Free the space: snapshots are saved again, and the reserve is back.
+	r = run(t, s, "import os\nos.remove('/workspace/fill'); os.remove('/workspace/fill2')\nc = 3")
+	require.Equal(t, "ok", r.Status, r.Stderr)
+	waitSaved(t, c, name, r.Seq)
+	st, err := c.Containers().Stat(testenv.Ctx(t, time.Minute), name, session.StateDir+"/reserve")
+	require.NoError(t, err)
+	assert.True(t, st.Exists, "the reserve was made again")
+}
+
+// --- malformed input -----------------------------------------------------------------------------
+
+// Frames, history lines and manifests that are not what they should be are errors for the one
+// request or line concerned: the agent does not panic, the session and its state stay.
+// (Unit fuzz targets cover the parsers: execproto, history, snapshot.)
+func TestMalformedInputsAreErrorsNotPanics(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{})
+	name := s.Name()
+	require.Equal(t, "ok", run(t, s, "kept = 1").Status)
+	waitSaved(t, c, name, 1)
+
+	frame := func(typ execproto.Type, id uint32, payload string) []byte {
+		return execproto.AppendFrame(nil, execproto.Frame{Type: typ, ID: id, Payload: []byte(payload)})
+	}
+	// Bad requests on a live connection: each gets an error, the connection goes on.
+	rwc, err := c.Containers().Dial(testenv.Ctx(t, time.Minute), name)
+	require.NoError(t, err)
+	br := bufio.NewReader(rwc)
+	_, err = execproto.ReadFrame(br)
+	require.NoError(t, err)
+	var buf []byte
+	buf = append(buf, frame(execproto.TypeRequest, 1, "{not json")...)
+	buf = append(buf, frame(execproto.TypeRequest, 2, `{"op":"nope"}`)...)
+	buf = append(buf, frame(execproto.TypeRequest, 3, `{"op":"restore","snapshot":"../../../etc/passwd"}`)...)
+	buf = append(buf, frame(execproto.TypeRequest, 4, `["op","exec"]`)...)
+	buf = append(buf, frame(execproto.TypeInterrupt, 77, "")...)             // nothing of that id
+	buf = append(buf, frame(execproto.TypeResult, 5, `{"status":"ok"}`)...)  // only the agent sends these
+	buf = append(buf, frame(execproto.TypeRequest, 6, `{"op":"status"}`)...) // still answered
+	_, err = rwc.Write(buf)
+	require.NoError(t, err)
+	got := map[uint32]execproto.Type{}
+	for len(got) < 5 {
+		f, err := execproto.ReadFrame(br)
+		require.NoError(t, err)
+		got[f.ID] = f.Type
+	}
+	assert.Equal(t, map[uint32]execproto.Type{1: execproto.TypeError, 2: execproto.TypeError, 3: execproto.TypeError,
+		4: execproto.TypeError, 6: execproto.TypeReply}, got)
+	rwc.Close()
+
+	// Broken framing: the agent drops that connection, nothing else.
+	for _, garbage := range [][]byte{
+		{0xff, 0xff, 0xff, 0xff, byte(execproto.TypeRequest), 0, 0, 0, 1}, // a length far past the limit
+		{0, 0, 0, 1, 99, 0, 0, 0, 1, 'x'},                                 // an unknown frame type
+		[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+		frame(execproto.TypeRequest, 1, `{"op":"status"}`)[:12], // a frame cut short
+	} {
+		rwc, err := c.Containers().Dial(testenv.Ctx(t, time.Minute), name)
+		require.NoError(t, err)
+		_, err = rwc.Write(garbage)
+		require.NoError(t, err)
+		rwc.Close()
+	}
+
+	st, err := s.Status(testenv.Ctx(t, time.Minute))
+	require.NoError(t, err)
+	assert.Zero(t, st.KernelRestarts)
+	r := run(t, s, "kept")
+	require.Equal(t, "ok", r.Status, r.Stderr)
+	assert.Equal(t, "1", *r.Result, "the agent and its kernel are the same as before")
+
+	// Malformed history lines and a malformed manifest on the volume.
+	require.NoError(t, c.Stop(testenv.Ctx(t, time.Minute), name))
+	appendToStateFile(t, c, name, "history.jsonl", "this is not json\n{\"schema\":1,\"kind\":\"end\",\"seq\":\"two\"}\n{\"schema\":99,\"kind\":\"end\",\"seq\":3}\n\x00\xff\n{\"schema\":1,\"kind\":\"st")
+	putStateFile(t, c, name, "snapshots", "999-abcdef.json", "{\"schema\":1,\"id\":\"999-abcdef\",\"seq\":\"x\"")
+	putStateFile(t, c, name, "snapshots", "998-abcdef.json", `{"schema":1,"id":"998-abcdef","seq":998,"lang":"python","format":"python-pickle5","size_bytes":10,"checksum":"crc32c:00000000","created":"2020-01-01T00:00:00Z","kept":[],"skipped":[]}`)
+
+	s = reopen(t, c, name)
+	info := s.Restored()
+	require.NotNil(t, info)
+	assert.Equal(t, int64(1), info.Seq, "the good snapshot is used")
+	assert.NotEmpty(t, info.Messages, "the problems are reported")
+	r = run(t, s, "kept")
+	require.Equal(t, "ok", r.Status, r.Stderr)
+	assert.Equal(t, "1", *r.Result)
+	execs, problems, err := c.History(testenv.Ctx(t, time.Minute), name)
+	require.NoError(t, err)
+	assert.NotEmpty(t, problems, "bad lines are reported")
+	assert.Len(t, execs, 3)
+	ms, err := c.Snapshots(testenv.Ctx(t, time.Minute), name)
+	require.NoError(t, err)
+	for _, m := range ms {
+		assert.NotEqual(t, "999-abcdef", m.ID)
+	}
+}
+
+// appendToStateFile appends text to a file of the stopped session's state directory.
+func appendToStateFile(t *testing.T, c *session.Client, name, file, text string) {
+	t.Helper()
+	rc, err := c.Containers().CopyFrom(testenv.Ctx(t, time.Minute), name, session.StateDir+"/"+file)
+	require.NoError(t, err)
+	tr := tar.NewReader(rc)
+	h, err := tr.Next()
+	require.NoError(t, err)
+	data, err := io.ReadAll(tr)
+	require.NoError(t, err)
+	rc.Close()
+	data = append(data, text...)
+	writeStateTar(t, c, name, session.StateDir, h, data)
+}
+
+// putStateFile creates dir/file in the stopped session's state directory.
+func putStateFile(t *testing.T, c *session.Client, name, dir, file, text string) {
+	t.Helper()
+	h := &tar.Header{Name: file, Mode: 0o600, Typeflag: tar.TypeReg, ModTime: time.Now()}
+	writeStateTar(t, c, name, session.StateDir+"/"+dir, h, []byte(text))
+}
+
+func writeStateTar(t *testing.T, c *session.Client, name, dir string, h *tar.Header, data []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	h.Size = int64(len(data))
+	require.NoError(t, tw.WriteHeader(h))
+	_, err := tw.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	require.NoError(t, c.Containers().CopyTo(testenv.Ctx(t, time.Minute), name, dir, &buf))
+}
+
+// --- hardening -----------------------------------------------------------------------------------
+
+// What TestHardeningIsVisibleInInspect leaves out: the limits given at start are the container's
+// and the kernel's, and --runtime is passed through (an engine without it says so clearly).
+func TestHardeningLimitsAndRuntime(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{CPUs: 0.5, Pids: 100, Memory: 512 << 20})
+	raw, err := c.Containers().Raw(testenv.Ctx(t, time.Minute), s.Name())
+	require.NoError(t, err)
+	hc := raw.HostConfig
+	assert.Equal(t, int64(500_000_000), hc.NanoCPUs, "a CPU limit")
+	require.NotNil(t, hc.PidsLimit)
+	assert.Equal(t, int64(100), *hc.PidsLimit)
+	assert.Equal(t, int64(512<<20), hc.Memory)
+	assert.Equal(t, int64(512<<20), hc.MemorySwap)
+	assert.Regexp(t, `size=\d+`, hc.Tmpfs["/tmp"], "the tmpfs is size-capped")
+	limits := map[string]int64{}
+	for _, u := range hc.Ulimits {
+		limits[u.Name] = u.Hard
+	}
+	assert.Positive(t, limits["fsize"])
+	assert.Positive(t, limits["nofile"])
+	assert.Contains(t, limits, "core")
+
+	// Seen from the code: the limits hold, and the root filesystem is read-only.
+	r := run(t, s, `import resource, os
+def cg(*paths):
+    for p in paths:
+        try:
+            return open(p).read().split()
+        except OSError:
+            pass
+try:
+    open('/etc/x', 'w'); ro = False
+except OSError:
+    ro = True
+(resource.getrlimit(resource.RLIMIT_FSIZE)[0] > 0, resource.getrlimit(resource.RLIMIT_CORE), ro,
+ cg('/sys/fs/cgroup/pids.max', '/sys/fs/cgroup/pids/pids.max'),
+ cg('/sys/fs/cgroup/cpu.max', '/sys/fs/cgroup/cpu/cpu.cfs_quota_us'))`)
+	require.Equal(t, "ok", r.Status, r.Stderr)
+	assert.Regexp(t, `^\(True, \(0, 0\), True, \['100'\], \[('50000'|'50000', '100000')\]\)$`, *r.Result)
+
+	// --runtime is passed to the engine; one it does not have fails at once, clearly, and
+	// leaves nothing behind.
+	name := testenv.Name(t)
+	t.Cleanup(func() { _ = c.Remove(context.Background(), name, true) })
+	_, _, err = c.Start(testenv.Ctx(t, time.Minute), session.Spec{Name: name, Runtime: "no-such-runtime"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"no-such-runtime"`)
+	assert.Contains(t, err.Error(), "docker info")
+	_, err = c.Volumes().Inspect(testenv.Ctx(t, time.Minute), name)
+	assert.ErrorIs(t, err, volumes.ErrNotFound, "the volume made for it is removed again")
 }

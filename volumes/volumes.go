@@ -56,15 +56,34 @@ func New(api API) *Manager { return &Manager{api: api} }
 // Name returns the volume name of a session.
 func Name(session string) string { return containers.Prefix + session }
 
+// CreateOption adds to the creation of a volume.
+type CreateOption func(*volume.CreateOptions)
+
+// WithDriverOpts passes options to the volume driver ("local" by default), for example
+// {"type": "tmpfs", "device": "tmpfs", "o": "size=64m"} for a size-capped volume in memory (its
+// content does not outlive the container's stop), or an NFS or block-device mount. They only
+// apply when the volume is created.
+func WithDriverOpts(opts map[string]string) CreateOption {
+	return func(o *volume.CreateOptions) {
+		if len(opts) > 0 {
+			o.DriverOpts = opts
+		}
+	}
+}
+
 // Create creates the session's volume with its settings, or returns the existing one.
-func (m *Manager) Create(ctx context.Context, session, lang, settings string) (Volume, error) {
-	v, err := m.api.VolumeCreate(ctx, volume.CreateOptions{
+func (m *Manager) Create(ctx context.Context, session, lang, settings string, opts ...CreateOption) (Volume, error) {
+	co := volume.CreateOptions{
 		Name: Name(session),
 		Labels: map[string]string{
 			containers.LabelSession: session, containers.LabelLang: lang,
 			containers.LabelSchema: containers.Schema, containers.LabelSettings: settings,
 		},
-	})
+	}
+	for _, o := range opts {
+		o(&co)
+	}
+	v, err := m.api.VolumeCreate(ctx, co)
 	if err != nil {
 		return Volume{}, fmt.Errorf("create volume for session %q: %w", session, err)
 	}
