@@ -37,6 +37,7 @@ type Agent struct {
 	dirtySeq  int64 // latest execution whose state no saved or in-flight snapshot covers
 	savedSeq  int64
 	savedID   string
+	oomSeen   int64 // the cgroup's OOM-kill count as of the last look (read only after a crash)
 	reqSerial int
 	pids      pidsWatch
 
@@ -83,11 +84,12 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{
-		cfg:    cfg,
-		log:    log,
-		store:  store,
-		jobs:   make(chan *job, cfg.QueueLimit),
-		queued: make(chan struct{}, cfg.QueueLimit),
+		cfg:     cfg,
+		log:     log,
+		store:   store,
+		jobs:    make(chan *job, cfg.QueueLimit),
+		queued:  make(chan struct{}, cfg.QueueLimit),
+		oomSeen: oomKills(),
 	}
 	var msgs []string
 	msgs = append(msgs, log.Repairs()...)
@@ -323,7 +325,11 @@ func (a *Agent) maybeSnapshot() {
 }
 
 func (a *Agent) startSnapshot(seq int64) *inflight {
-	id := snapshot.NewID(seq)
+	return a.startSnapshotID(seq, snapshot.NewID(seq))
+}
+
+// startSnapshotID asks the kernel for a snapshot named id of the state after execution seq.
+func (a *Agent) startSnapshotID(seq int64, id string) *inflight {
 	a.reqSerial++
 	if err := a.k.send(map[string]any{"op": "snapshot", "id": id}); err != nil {
 		return nil
@@ -419,6 +425,7 @@ func (a *Agent) recoverKernel(reason string) execproto.RestoreInfo {
 		info, err = a.startKernel(nil)
 	}
 	info.Messages = append([]string{reason}, info.Messages...)
+	a.oomSeen = oomKills()
 	a.mu.Lock()
 	a.restarts++
 	a.mu.Unlock()

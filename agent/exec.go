@@ -9,6 +9,7 @@ import (
 
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/history"
+	"github.com/runtimectl/runtimectl/snapshot"
 )
 
 // streamOut is one output stream of one execution: what reaches the client (capped) and what
@@ -75,7 +76,8 @@ func (a *Agent) exec(ctx context.Context, j *job) {
 		pidsFull     bool // the container's pids limit stayed reached: everything was killed
 		restoredInfo *execproto.RestoreInfo
 	)
-	oomBefore := oomKills()
+	oomBefore := a.oomSeen
+	var snapID string
 	reqID := fmt.Sprintf("x%d", seq)
 	if err := k.send(map[string]any{"op": "exec", "id": reqID, "seq": seq, "code": code,
 		"code_b64": base64.StdEncoding.EncodeToString([]byte(code)), "nonce": nonce}); err != nil {
@@ -163,10 +165,12 @@ wait:
 			res.State = &history.State{Status: "unchanged", Snapshot: a.savedID}
 		default:
 			a.dirtySeq = seq
-			if a.snap == nil {
-				if s := a.startSnapshot(seq); s != nil {
-					res.State = &history.State{Status: "pending", Snapshot: s.id}
-				}
+			if a.snap == nil && a.k.alive() {
+				// Asked of the kernel right after the result is sent (below), before the next
+				// request: the result does not wait for the fork, the next execution does not
+				// overtake the snapshot.
+				snapID = snapshot.NewID(seq)
+				res.State = &history.State{Status: "pending", Snapshot: snapID}
 			}
 			if res.State == nil {
 				res.State = &history.State{Status: "pending", Message: "saved by the next snapshot, after the one being written"}
@@ -197,7 +201,7 @@ wait:
 			}
 			<-k.exited
 			why = "the interpreter died during the execution (" + k.exitText() + ")"
-			if k.killedBy(syscall.SIGKILL) && oomKills() > oomBefore {
+			if a.oomSeen = oomKills(); k.killedBy(syscall.SIGKILL) && a.oomSeen > oomBefore {
 				why = "the interpreter was killed: out of memory (" + k.exitText() + "); raise the session's --memory or use less"
 			}
 		}
@@ -237,6 +241,9 @@ wait:
 		res.Message += e
 	}
 	_ = j.conn.SendJSON(execproto.TypeResult, j.id, res)
+	if snapID != "" && a.snap == nil {
+		a.startSnapshotID(seq, snapID)
+	}
 	a.ensureReserve()
 }
 

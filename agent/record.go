@@ -47,7 +47,12 @@ func (a *Agent) ensureReserve() {
 // again, then tries once more without the record's output; the error says what happened, for
 // the caller to report (the record is never dropped silently).
 func (a *Agent) record(r history.Record) error {
-	err := a.log.Append(r)
+	var err error
+	if r.Kind == history.KindStart {
+		err = a.log.AppendNoSync(r) // the end record's fsync covers it
+	} else {
+		err = a.log.Append(r)
+	}
 	if err == nil || !(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) {
 		return err
 	}

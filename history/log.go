@@ -164,7 +164,15 @@ func (l *Log) note(r Record) {
 // is not positive and a line longer than [MaxLineBytes]. When the write
 // fails part way, or the fsync fails, Append cuts the file back so that later
 // records do not land on a torn line and a retry does not repeat the record.
-func (l *Log) Append(r Record) error {
+func (l *Log) Append(r Record) error { return l.appendRecord(r, true) }
+
+// AppendNoSync appends like Append but leaves the fsync to the next Append: for a record whose
+// loss in a crash of the whole host is harmless (an execution's start record, which its end
+// record's fsync then covers). A container that is killed loses nothing: the page cache is the
+// host's.
+func (l *Log) AppendNoSync(r Record) error { return l.appendRecord(r, false) }
+
+func (l *Log) appendRecord(r Record, sync bool) error {
 	r.Schema = Schema
 	if !knownKind(r.Kind) {
 		return fmt.Errorf("append history record: unknown kind %q", r.Kind)
@@ -193,6 +201,11 @@ func (l *Log) Append(r Record) error {
 			_ = l.f.Truncate(l.size) // best effort: Open repairs what is left
 		}
 		return fmt.Errorf("append history record %d: %w", r.Seq, err)
+	}
+	if !sync {
+		l.size += int64(n)
+		l.note(r)
+		return nil
 	}
 	if err := l.f.Sync(); err != nil {
 		// Not known to be on disk: take it back, so that a caller that tries again (after
