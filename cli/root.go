@@ -206,3 +206,17 @@ func validName(name string) error {
 	}
 	return nil
 }
+
+// openSession checks the name, then opens the session (starting it when it is stopped), for the
+// commands that talk to its agent.
+func (f *Factory) openSession(ctx context.Context, name string) (*session.Session, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	cl, err := f.Client()
+	if err != nil {
+		return nil, err
+	}
+	s, _, err := cl.Open(ctx, name)
+	return s, err
+}

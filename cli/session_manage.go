@@ -153,14 +153,7 @@ func newCmdInterrupt(f *Factory) *cobra.Command {
 		Example: "  runtimectl session interrupt demo",
 		Args:    args(1, 1),
 		RunE: func(c *cobra.Command, a []string) error {
-			if err := validName(a[0]); err != nil {
-				return err
-			}
-			cl, err := f.Client()
-			if err != nil {
-				return err
-			}
-			s, _, err := cl.Open(c.Context(), a[0])
+			s, err := f.openSession(c.Context(), a[0])
 			if err != nil {
 				return err
 			}
@@ -185,14 +178,7 @@ func newCmdVars(f *Factory) *cobra.Command {
 		Example: "  runtimectl session vars demo\n  runtimectl session vars demo --json",
 		Args:    args(1, 1),
 		RunE: func(c *cobra.Command, a []string) error {
-			if err := validName(a[0]); err != nil {
-				return err
-			}
-			cl, err := f.Client()
-			if err != nil {
-				return err
-			}
-			s, _, err := cl.Open(c.Context(), a[0])
+			s, err := f.openSession(c.Context(), a[0])
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runtimectl/runtimectl/history"
+	"github.com/runtimectl/runtimectl/session"
 )
 
 func newCmdHistory(f *Factory) *cobra.Command {
@@ -79,14 +80,7 @@ func newCmdSnapshot(f *Factory) *cobra.Command {
 		Example: "  runtimectl session snapshot demo",
 		Args:    args(1, 1),
 		RunE: func(c *cobra.Command, a []string) error {
-			if err := validName(a[0]); err != nil {
-				return err
-			}
-			cl, err := f.Client()
-			if err != nil {
-				return err
-			}
-			s, _, err := cl.Open(c.Context(), a[0])
+			s, err := f.openSession(c.Context(), a[0])
 			if err != nil {
 				return err
 			}
@@ -154,17 +148,7 @@ func trimList(names []string) string {
 	return fmt.Sprintf("%d (%s)", len(names), s)
 }
 
-func humanSize(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
+func humanSize(n int64) string { return session.FormatSize(n) }
 
 func newCmdRestore(f *Factory) *cobra.Command {
 	return &cobra.Command{
@@ -174,14 +158,7 @@ func newCmdRestore(f *Factory) *cobra.Command {
 		Example: "  runtimectl session snapshots demo\n  runtimectl session restore demo 3-a1b2c3",
 		Args:    args(2, 2),
 		RunE: func(c *cobra.Command, a []string) error {
-			if err := validName(a[0]); err != nil {
-				return err
-			}
-			cl, err := f.Client()
-			if err != nil {
-				return err
-			}
-			s, _, err := cl.Open(c.Context(), a[0])
+			s, err := f.openSession(c.Context(), a[0])
 			if err != nil {
 				return err
 			}

@@ -125,16 +125,16 @@ func (s *Summary) Text(maxChars int) string {
 			if shape != "" {
 				shape = " " + shape
 			}
-			fmt.Fprintf(&b, "- %s: %s%s, %s: %s\n", v.Name, v.Type, shape, sizeText(v.Size), clip(strings.ReplaceAll(v.Preview, "\n", " "), 80))
+			fmt.Fprintf(&b, "- %s: %s%s, %s: %s\n", v.Name, v.Type, shape, FormatSize(v.Size), clip(strings.ReplaceAll(v.Preview, "\n", " "), 80))
 		}
 	}
 	if len(s.Modules) > 0 {
 		fmt.Fprintf(&b, "Modules: %s\n", strings.Join(s.Modules, ", "))
 	}
 	if s.FilesTotal > 0 {
-		fmt.Fprintf(&b, "\nWorkspace files (%d, %s in all; newest first):\n", s.FilesTotal, sizeText(s.FilesSize))
+		fmt.Fprintf(&b, "\nWorkspace files (%d, %s in all; newest first):\n", s.FilesTotal, FormatSize(s.FilesSize))
 		for _, f := range s.Files {
-			fmt.Fprintf(&b, "- %s (%s)\n", f.Path, sizeText(f.Size))
+			fmt.Fprintf(&b, "- %s (%s)\n", f.Path, FormatSize(f.Size))
 		}
 	}
 	if s.LastOutput != "" {
@@ -185,7 +185,8 @@ func clipTail(s string, n int) string {
 	return "..." + string(r[len(r)-n:])
 }
 
-func sizeText(n int64) string {
+// FormatSize renders a byte count for people: "512 B", "1.5 KiB", "3.2 MiB", "1.1 GiB".
+func FormatSize(n int64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
