@@ -65,6 +65,17 @@ func (c *Client) List(ctx context.Context) ([]Info, error) {
 		}
 		out = append(out, in)
 	}
+	// A container whose volume is gone has lost its history and snapshots: mark it rather than
+	// hide it (`session gc --orphans` removes it).
+	hasVol := map[string]bool{}
+	for _, v := range vols {
+		hasVol[v.Session] = true
+	}
+	for _, in := range out {
+		if in.State != "removed" && !hasVol[in.Name] {
+			in.State += " (orphan: no volume)"
+		}
+	}
 	// Executions: ask running agents, read the history of stopped ones; in parallel.
 	var wg sync.WaitGroup
 	for _, in := range out {
