@@ -174,6 +174,12 @@ type StartInfo struct {
 // Start creates the session, or starts a stopped one again (its agent restores the latest
 // snapshot), or does nothing for a running one. It returns once the agent answers.
 func (c *Client) Start(ctx context.Context, spec Spec) (*Session, StartInfo, error) {
+	return c.start(ctx, spec, false)
+}
+
+// start is Start; with existing it refuses to create a session that has neither container nor
+// volume (what Open needs), without asking the engine twice.
+func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session, StartInfo, error) {
 	var info StartInfo
 	if err := ValidateName(spec.Name); err != nil {
 		return nil, info, err
@@ -192,6 +198,8 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Session, StartInfo, err
 				return nil, info, fmt.Errorf("session %q: its volume's settings are unreadable (%v); remove it with `runtimectl volume rm %s`", spec.Name, err, vol.Name)
 			}
 			info.Recreate = true
+		case errors.Is(verr, volumes.ErrNotFound) && existing:
+			return nil, info, fmt.Errorf("%w %q: start it with `runtimectl session start %s`", ErrNotFound, spec.Name, spec.Name)
 		case errors.Is(verr, volumes.ErrNotFound):
 			st, err = spec.settings()
 			if err != nil {
@@ -270,10 +278,7 @@ func (c *Client) Open(ctx context.Context, name string) (*Session, StartInfo, er
 	if err := ValidateName(name); err != nil {
 		return nil, StartInfo{}, err
 	}
-	if err := c.exists(ctx, name); err != nil {
-		return nil, StartInfo{}, err
-	}
-	return c.Start(ctx, Spec{Name: name})
+	return c.start(ctx, Spec{Name: name}, true)
 }
 
 // exists returns ErrNotFound unless the session has a container or a volume.
