@@ -67,6 +67,9 @@ func (j *job) stop() { j.intOnce.Do(func() { close(j.interrupt) }) }
 // snapshot.
 func New(cfg Config) (*Agent, error) {
 	cfg.setDefaults()
+	if _, limit, ok := pidsUsage(); ok {
+		reserveThreads(threadReserve(limit))
+	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -99,4 +100,44 @@ func (w *pidsWatch) reset() { w.fullSince = time.Time{} }
 func (w *pidsWatch) reason() string {
 	return fmt.Sprintf("the session's processes filled its process limit (%d, --pids) for %s (a fork bomb?): every process of the session was killed and the interpreter restarted",
 		w.limit, pidsGrace)
+}
+
+// reserveThreads makes the Go runtime create n OS threads now and keep them idle, so that the
+// agent never needs a new thread while the container's pids limit is full. Without it, a fork
+// bomb that fills the limit kills the agent itself: the runtime throws "failed to create new OS
+// thread" the first time a blocking system call (an fsync, a read of the cgroup) needs one more
+// thread than it has, and the whole container restarts instead of the agent ending the bomb.
+//
+// Each goroutine locks itself to a thread and waits until all of them have, so the runtime must
+// start n distinct threads; unlocking before they return hands the threads back to the
+// runtime's pool of idle threads, which it reuses and never shrinks.
+func reserveThreads(n int) {
+	var ready, release sync.WaitGroup
+	ready.Add(n)
+	release.Add(1)
+	var done sync.WaitGroup
+	done.Add(n)
+	for i := 0; i < n; i++ {
+		go func() {
+			defer done.Done()
+			runtime.LockOSThread()
+			ready.Done()
+			release.Wait()
+			runtime.UnlockOSThread()
+		}()
+	}
+	ready.Wait()
+	release.Done()
+	done.Wait()
+}
+
+// threadReserve is how many threads the agent keeps for itself under a pids limit of limit
+// (0: none): enough for every blocking system call it may make at once, and never more than a
+// quarter of the limit so the session's code keeps most of it.
+func threadReserve(limit int64) int {
+	n := int64(24)
+	if limit > 0 && n > limit/4 {
+		n = limit / 4
+	}
+	return int(n)
 }
