@@ -40,6 +40,7 @@ type Agent struct {
 	oomSeen   int64 // the cgroup's OOM-kill count as of the last look (read only after a crash)
 	reqSerial int
 	pids      pidsWatch
+	syncReq   chan struct{} // a pending fsync of the history, for the syncer
 
 	mu       sync.Mutex // guards the fields below, read by connections
 	restore  execproto.RestoreInfo
@@ -93,6 +94,7 @@ func New(cfg Config) (*Agent, error) {
 		jobs:    make(chan *job, cfg.QueueLimit),
 		queued:  make(chan struct{}, cfg.QueueLimit),
 		oomSeen: oomKills(),
+		syncReq: make(chan struct{}, 1),
 	}
 	var msgs []string
 	msgs = append(msgs, log.Repairs()...)
@@ -255,6 +257,9 @@ func (a *Agent) Enqueue(j *job) error {
 func (a *Agent) Run(ctx context.Context) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	syncCtx, stopSyncer := context.WithCancel(context.Background())
+	defer stopSyncer()
+	go a.syncer(syncCtx)
 	for {
 		a.maybeSnapshot()
 		select {

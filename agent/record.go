@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -48,9 +49,16 @@ func (a *Agent) ensureReserve() {
 // the caller to report (the record is never dropped silently).
 func (a *Agent) record(r history.Record) error {
 	var err error
-	if r.Kind == history.KindStart {
-		err = a.log.AppendNoSync(r) // the end record's fsync covers it
-	} else {
+	switch r.Kind {
+	case history.KindStart:
+		err = a.log.AppendNoSync(r) // the fsync after its end record covers it
+	case history.KindEnd, history.KindState:
+		// Written now, so a killed container loses nothing (the page cache is the host's), and
+		// fsynced by the syncer: the execution's result does not wait for the disk.
+		if err = a.log.AppendNoSync(r); err == nil {
+			a.syncSoon()
+		}
+	default:
 		err = a.log.Append(r)
 	}
 	if err == nil || !(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) {
@@ -71,6 +79,31 @@ func (a *Agent) record(r history.Record) error {
 		}
 	}
 	return fmt.Errorf("%w: execution %d could not be recorded in the history; free space in /workspace", full, r.Seq)
+}
+
+// syncSoon asks the syncer for an fsync of the history. Requests made while one is pending
+// are folded into it: the fsync that follows covers them all.
+func (a *Agent) syncSoon() {
+	select {
+	case a.syncReq <- struct{}{}:
+	default:
+	}
+}
+
+// syncer fsyncs the history when asked, until ctx ends. An fsync that fails is reported to the
+// next execution's client: the records are written, but their durability across a crash of the
+// host is not known.
+func (a *Agent) syncer(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.syncReq:
+			if err := a.log.Sync(); err != nil {
+				a.warn(err.Error() + "; the latest history records may not survive a crash of the host")
+			}
+		}
+	}
 }
 
 // note appends a note to the latest execution's record, when there is one.

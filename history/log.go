@@ -166,10 +166,9 @@ func (l *Log) note(r Record) {
 // records do not land on a torn line and a retry does not repeat the record.
 func (l *Log) Append(r Record) error { return l.appendRecord(r, true) }
 
-// AppendNoSync appends like Append but leaves the fsync to the next Append: for a record whose
-// loss in a crash of the whole host is harmless (an execution's start record, which its end
-// record's fsync then covers). A container that is killed loses nothing: the page cache is the
-// host's.
+// AppendNoSync appends like Append but leaves the fsync to the next Append or to [Log.Sync]:
+// the record is in the host's page cache when it returns, so a container that is killed loses
+// nothing; only a crash of the whole host before the fsync could.
 func (l *Log) AppendNoSync(r Record) error { return l.appendRecord(r, false) }
 
 func (l *Log) appendRecord(r Record, sync bool) error {
@@ -265,14 +264,31 @@ func (l *Log) Repairs() []string {
 	return slices.Clone(l.repairs)
 }
 
-// Close closes the file. Append fails after Close; Close again is a no-op.
+// Sync makes every record appended so far durable (an fsync of the file). It does not hold the
+// Log's lock during the fsync, so appends go on meanwhile; a record appended during the call may
+// or may not be covered. After Close it returns nil: Close itself leaves nothing unwritten that
+// Sync could still save.
+func (l *Log) Sync() error {
+	l.mu.Lock()
+	f := l.f
+	l.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("sync history %s: %w", l.path, err)
+	}
+	return nil
+}
+
+// Close fsyncs and closes the file. Append fails after Close; Close again is a no-op.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
 		return nil
 	}
-	err := l.f.Close()
+	err := errors.Join(l.f.Sync(), l.f.Close())
 	l.f = nil
 	if err != nil {
 		return fmt.Errorf("close history %s: %w", l.path, err)

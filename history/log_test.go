@@ -88,6 +88,43 @@ func TestAppendAfterClose(t *testing.T) {
 	require.ErrorIs(t, l.Append(Record{Kind: KindEnd, Seq: 1}), os.ErrClosed)
 }
 
+// AppendNoSync writes the record before it returns (a killed process loses nothing); Sync may
+// run alongside appends, and after Close it has nothing left to do.
+func TestAppendNoSyncThenSync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	l, err := Open(path)
+	require.NoError(t, err)
+	require.NoError(t, l.AppendNoSync(Record{Kind: KindStart, Seq: 1, Status: StatusRunning}))
+	require.NoError(t, l.AppendNoSync(Record{Kind: KindEnd, Seq: 1, Status: StatusOK}))
+	assert.Equal(t, 2, strings.Count(string(mustRead(t, path)), "\n"), "written before the fsync")
+	assert.Empty(t, l.Unfinished())
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for seq := int64(2); seq < 50; seq++ {
+			assert.NoError(t, l.AppendNoSync(Record{Kind: KindEnd, Seq: seq, Status: StatusOK}))
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 20; i++ {
+			assert.NoError(t, l.Sync())
+		}
+	}()
+	wg.Wait()
+	require.NoError(t, l.Close())
+	assert.NoError(t, l.Sync(), "after Close")
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	execs, problems, err := Parse(f)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+	assert.Len(t, execs, 49, "seq 1 to 49, each once")
+}
+
 func TestSeqContinuityAcrossReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "history.jsonl")
 	l, err := Open(path)

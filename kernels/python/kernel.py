@@ -54,6 +54,7 @@ import linecache
 import os
 import select
 import signal
+import _signal  # getsignal without the enum conversion of signal.getsignal (~10 us a call)
 import sys
 import time
 import traceback
@@ -489,7 +490,7 @@ class Kernel:
 
     def call_user(self, fn, *args, **kwargs):
         """Run user code with SIGINT turned into KeyboardInterrupt."""
-        if signal.getsignal(signal.SIGINT) is not self.sigint:
+        if _signal.getsignal(signal.SIGINT) is not self.sigint:
             signal.signal(signal.SIGINT, self.sigint)
         self.executing = True
         try:
@@ -705,7 +706,7 @@ class Kernel:
         if os.getpid() != self.pid:          # user code forked and the child came back here
             self.flush_all()
             os._exit(0)
-        if signal.getsignal(signal.SIGINT) is not self.sigint:
+        if _signal.getsignal(signal.SIGINT) is not self.sigint:
             try:
                 signal.signal(signal.SIGINT, self.sigint)
             except Exception:
