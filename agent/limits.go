@@ -135,7 +135,7 @@ func reserveThreads(n int) {
 // (0: none): enough for every blocking system call it may make at once, and never more than a
 // quarter of the limit so the session's code keeps most of it.
 func threadReserve(limit int64) int {
-	n := int64(24)
+	n := int64(16)
 	if limit > 0 && n > limit/4 {
 		n = limit / 4
 	}

@@ -11,9 +11,10 @@ import (
 )
 
 func TestThreadReserveKeepsMostOfTheLimitForTheCode(t *testing.T) {
-	assert.Equal(t, 24, threadReserve(0), "no limit")
-	assert.Equal(t, 24, threadReserve(512))
+	assert.Equal(t, 16, threadReserve(0), "no limit")
+	assert.Equal(t, 16, threadReserve(512))
 	assert.Equal(t, 16, threadReserve(64))
+	assert.Equal(t, 8, threadReserve(32))
 	assert.Equal(t, 2, threadReserve(8))
 }
 
