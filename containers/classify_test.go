@@ -1,6 +1,7 @@
 package containers
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TLS failures become one line that names the engine and what to check, instead of the
@@ -40,4 +42,17 @@ func TestClassifyTLS(t *testing.T) {
 		})
 	}
 	assert.Empty(t, tlsProblem(errors.New("dial tcp 10.0.0.1:2376: connect: connection refused")))
+}
+
+// An engine that does not answer is named as the Manager dials it (--host), not as
+// DOCKER_HOST or the default socket would name it. Nothing listens on port 1: no Docker needed.
+func TestManagerNamesTheEngineItDials(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "")
+	cli, err := Dial("tcp://127.0.0.1:1")
+	require.NoError(t, err)
+	defer cli.Close()
+	_, err = New(cli).List(context.Background())
+	require.ErrorIs(t, err, ErrUnreachable)
+	assert.Contains(t, err.Error(), "cannot be reached at tcp://127.0.0.1:1:")
+	assert.NotContains(t, err.Error(), "docker.sock")
 }

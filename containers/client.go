@@ -33,9 +33,6 @@ var ErrNotFound = errors.New("not found")
 // ErrUnreachable wraps errors that mean the Docker engine could not be reached.
 var ErrUnreachable = errors.New("the Docker engine cannot be reached")
 
-// classify maps a Docker client error to the project's errors.
-func classify(err error) error { return classifyHost(err, "") }
-
 // classifyHost is classify for a client that dials host ("" for DOCKER_HOST or the default).
 func classifyHost(err error, host string) error {
 	if err == nil {
@@ -54,7 +51,7 @@ func classifyHost(err error, host string) error {
 		return fmt.Errorf("%w: %s %s: %s", ErrUnreachable, "TLS with", host, what)
 	}
 	if client.IsErrConnectionFailed(err) || strings.Contains(err.Error(), "Cannot connect to the Docker daemon") {
-		return fmt.Errorf("%w at %s: %v (is dockerd running? is DOCKER_HOST right?)", ErrUnreachable, host, err)
+		return fmt.Errorf("%w at %s: %v (is dockerd running there? is --host or DOCKER_HOST right?)", ErrUnreachable, host, err)
 	}
 	return err
 }
@@ -111,7 +108,7 @@ func IsConflict(err error) bool { return errdefs.IsConflict(err) }
 func Ping(ctx context.Context, cli *client.Client) (string, string, error) {
 	v, err := cli.ServerVersion(ctx)
 	if err != nil {
-		return "", "", classify(err)
+		return "", "", classifyHost(err, cli.DaemonHost())
 	}
 	return v.Version, v.APIVersion, nil
 }

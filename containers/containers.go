@@ -32,6 +32,7 @@ type API interface {
 	CopyFromContainer(ctx context.Context, containerID, srcPath string) (io.ReadCloser, container.PathStat, error)
 	ContainerStatPath(ctx context.Context, containerID, path string) (container.PathStat, error)
 	ContainerLogs(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
+	DaemonHost() string
 }
 
 // Spec is what a session container is made from.
@@ -83,6 +84,10 @@ type Manager struct {
 
 // New returns a Manager over api (a *client.Client, wrapped by Wrap).
 func New(api API) *Manager { return &Manager{api: api} }
+
+// classify maps an error of the engine to the project's errors, naming the engine this Manager
+// talks to (--host, DOCKER_HOST or the default socket).
+func (m *Manager) classify(err error) error { return classifyHost(err, m.api.DaemonHost()) }
 
 // Name returns the container name of a session.
 func Name(session string) string { return Prefix + session }
@@ -161,9 +166,9 @@ func (m *Manager) Create(ctx context.Context, s Spec) (Info, error) {
 	_, err := m.api.ContainerCreate(ctx, cfg, hc, nil, nil, Name(s.Session))
 	if err != nil && !IsConflict(err) {
 		if s.Runtime != "" && strings.Contains(strings.ToLower(err.Error()), "runtime") {
-			return Info{}, fmt.Errorf("create container for session %q: the Docker engine has no runtime %q (%w); `docker info` lists the runtimes it has (gVisor's runsc must be installed and registered with the engine first)", s.Session, s.Runtime, classify(err))
+			return Info{}, fmt.Errorf("create container for session %q: the Docker engine has no runtime %q (%w); `docker info` lists the runtimes it has (gVisor's runsc must be installed and registered with the engine first)", s.Session, s.Runtime, m.classify(err))
 		}
-		return Info{}, fmt.Errorf("create container for session %q: %w", s.Session, classify(err))
+		return Info{}, fmt.Errorf("create container for session %q: %w", s.Session, m.classify(err))
 	}
 	return m.Inspect(ctx, s.Session)
 }
@@ -171,7 +176,7 @@ func (m *Manager) Create(ctx context.Context, s Spec) (Info, error) {
 // Start starts the container; starting a running one is a no-op.
 func (m *Manager) Start(ctx context.Context, session string) error {
 	if err := m.api.ContainerStart(ctx, Name(session), container.StartOptions{}); err != nil {
-		return fmt.Errorf("start container of session %q: %w", session, classify(err))
+		return fmt.Errorf("start container of session %q: %w", session, m.classify(err))
 	}
 	return nil
 }
@@ -181,7 +186,7 @@ func (m *Manager) Start(ctx context.Context, session string) error {
 func (m *Manager) Stop(ctx context.Context, session string, timeout time.Duration) error {
 	secs := int(timeout.Seconds())
 	err := m.api.ContainerStop(ctx, Name(session), container.StopOptions{Timeout: &secs})
-	if err = classify(err); err != nil && !errors.Is(err, ErrNotFound) {
+	if err = m.classify(err); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("stop container of session %q: %w", session, err)
 	}
 	return nil
@@ -190,7 +195,7 @@ func (m *Manager) Stop(ctx context.Context, session string, timeout time.Duratio
 // Kill sends SIGKILL to the container.
 func (m *Manager) Kill(ctx context.Context, session string) error {
 	if err := m.api.ContainerKill(ctx, Name(session), "KILL"); err != nil {
-		return fmt.Errorf("kill container of session %q: %w", session, classify(err))
+		return fmt.Errorf("kill container of session %q: %w", session, m.classify(err))
 	}
 	return nil
 }
@@ -198,7 +203,7 @@ func (m *Manager) Kill(ctx context.Context, session string) error {
 // Remove removes the container (force: even a running one). A missing container is removed.
 func (m *Manager) Remove(ctx context.Context, session string, force bool) error {
 	err := m.api.ContainerRemove(ctx, Name(session), container.RemoveOptions{Force: force})
-	if err = classify(err); err != nil && !errors.Is(err, ErrNotFound) {
+	if err = m.classify(err); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("remove container of session %q: %w", session, err)
 	}
 	return nil
@@ -208,7 +213,7 @@ func (m *Manager) Remove(ctx context.Context, session string, force bool) error 
 func (m *Manager) Inspect(ctx context.Context, session string) (Info, error) {
 	r, err := m.api.ContainerInspect(ctx, Name(session))
 	if err != nil {
-		return Info{}, classify(err)
+		return Info{}, m.classify(err)
 	}
 	return fromInspect(r), nil
 }
@@ -216,7 +221,7 @@ func (m *Manager) Inspect(ctx context.Context, session string) (Info, error) {
 // Raw returns Docker's inspect document of the session's container, for tests and `doctor`.
 func (m *Manager) Raw(ctx context.Context, session string) (container.InspectResponse, error) {
 	r, err := m.api.ContainerInspect(ctx, Name(session))
-	return r, classify(err)
+	return r, m.classify(err)
 }
 
 func fromInspect(r container.InspectResponse) Info {
@@ -249,7 +254,7 @@ func trimSlash(s string) string {
 func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	cs, err := m.api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelSession))})
 	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", classify(err))
+		return nil, fmt.Errorf("list containers: %w", m.classify(err))
 	}
 	out := make([]Info, 0, len(cs))
 	for _, c := range cs {

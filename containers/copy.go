@@ -16,7 +16,7 @@ import (
 func (m *Manager) CopyFrom(ctx context.Context, session, path string) (io.ReadCloser, error) {
 	rc, _, err := m.api.CopyFromContainer(ctx, Name(session), path)
 	if err != nil {
-		return nil, fmt.Errorf("copy %s from session %q: %w", path, session, classify(err))
+		return nil, fmt.Errorf("copy %s from session %q: %w", path, session, m.classify(err))
 	}
 	return rc, nil
 }
@@ -24,7 +24,7 @@ func (m *Manager) CopyFrom(ctx context.Context, session, path string) (io.ReadCl
 // CopyTo extracts the tar stream content into dir in the session's container.
 func (m *Manager) CopyTo(ctx context.Context, session, dir string, content io.Reader) error {
 	if err := m.api.CopyToContainer(ctx, Name(session), dir, content, container.CopyToContainerOptions{}); err != nil {
-		return fmt.Errorf("copy into %s of session %q: %w", dir, session, classify(err))
+		return fmt.Errorf("copy into %s of session %q: %w", dir, session, m.classify(err))
 	}
 	return nil
 }
@@ -40,7 +40,7 @@ type PathInfo struct {
 func (m *Manager) Stat(ctx context.Context, session, path string) (PathInfo, error) {
 	st, err := m.api.ContainerStatPath(ctx, Name(session), path)
 	if err != nil {
-		if err = classify(err); errors.Is(err, ErrNotFound) {
+		if err = m.classify(err); errors.Is(err, ErrNotFound) {
 			return PathInfo{}, nil
 		}
 		return PathInfo{}, fmt.Errorf("stat %s in session %q: %w", path, session, err)
@@ -53,7 +53,7 @@ func (m *Manager) Stat(ctx context.Context, session, path string) (PathInfo, err
 func (m *Manager) Logs(ctx context.Context, session string, max int64) ([]byte, error) {
 	rc, err := m.api.ContainerLogs(ctx, Name(session), container.LogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
-		return nil, fmt.Errorf("logs of session %q: %w", session, classify(err))
+		return nil, fmt.Errorf("logs of session %q: %w", session, m.classify(err))
 	}
 	defer rc.Close()
 	var buf bytes.Buffer

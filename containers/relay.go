@@ -23,11 +23,11 @@ func (m *Manager) Dial(ctx context.Context, session string) (io.ReadWriteCloser,
 		AttachStdin: true, AttachStdout: true, AttachStderr: true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open a stream to session %q: %w", session, classify(err))
+		return nil, fmt.Errorf("open a stream to session %q: %w", session, m.classify(err))
 	}
 	hj, err := m.api.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("attach to session %q: %w", session, classify(err))
+		return nil, fmt.Errorf("attach to session %q: %w", session, m.classify(err))
 	}
 	return &stream{hj: hj}, nil
 }
