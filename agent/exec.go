@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/history"
@@ -79,8 +81,11 @@ func (a *Agent) exec(ctx context.Context, j *job) {
 	oomBefore := a.oomSeen
 	var snapID string
 	reqID := fmt.Sprintf("x%d", seq)
-	if err := k.send(map[string]any{"op": "exec", "id": reqID, "seq": seq, "code": code,
-		"code_b64": base64.StdEncoding.EncodeToString([]byte(code)), "nonce": nonce}); err != nil {
+	req := map[string]any{"op": "exec", "id": reqID, "seq": seq, "code": code, "nonce": nonce}
+	if needsBase64(code) {
+		req["code_b64"] = base64.StdEncoding.EncodeToString([]byte(code))
+	}
+	if err := k.send(req); err != nil {
 		crashed = true
 	}
 
@@ -245,6 +250,18 @@ wait:
 		a.startSnapshotID(seq, snapID)
 	}
 	a.ensureReserve()
+}
+
+// base64Above is the size from which code also travels to the driver as "code_b64": the bash
+// driver decodes JSON escapes in pure bash, which slows down with many escapes in large code,
+// while base64 costs it a fork and exec of base64(1) (about 4 ms in a session container), too
+// much for every small execution.
+const base64Above = 8 << 10
+
+// needsBase64 reports whether code goes to the driver as base64 as well: large code, and code
+// whose bytes JSON cannot carry exactly (invalid UTF-8 becomes U+FFFD in a JSON string; NUL).
+func needsBase64(code string) bool {
+	return len(code) >= base64Above || !utf8.ValidString(code) || strings.IndexByte(code, 0) >= 0
 }
 
 func waitFound(a, b *capture, limit time.Duration) {
