@@ -257,9 +257,7 @@ func (a *Agent) Enqueue(j *job) error {
 func (a *Agent) Run(ctx context.Context) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	syncCtx, stopSyncer := context.WithCancel(context.Background())
-	defer stopSyncer()
-	go a.syncer(syncCtx)
+	go a.syncer(ctx) // what it has not synced when ctx ends, the log's Close does
 	for {
 		a.maybeSnapshot()
 		select {

@@ -112,22 +112,21 @@ func (w *pidsWatch) reason() string {
 // start n distinct threads; unlocking before they return hands the threads back to the
 // runtime's pool of idle threads, which it reuses and never shrinks.
 func reserveThreads(n int) {
-	var ready, release sync.WaitGroup
+	var ready, done sync.WaitGroup
 	ready.Add(n)
-	release.Add(1)
-	var done sync.WaitGroup
 	done.Add(n)
+	release := make(chan struct{})
 	for i := 0; i < n; i++ {
 		go func() {
 			defer done.Done()
 			runtime.LockOSThread()
 			ready.Done()
-			release.Wait()
+			<-release
 			runtime.UnlockOSThread()
 		}()
 	}
 	ready.Wait()
-	release.Done()
+	close(release)
 	done.Wait()
 }
 
