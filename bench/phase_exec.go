@@ -137,16 +137,8 @@ func (r *Runner) CLIExec(ctx context.Context) error {
 		return err
 	}
 	run := func(argv ...string) (float64, error) {
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		t := time.Now()
-		err := cmd.Run()
-		d := time.Since(t)
-		if err != nil {
-			return 0, fmt.Errorf("%v: %v: %s", argv[:3], err, out.String())
-		}
-		return ms(d), nil
+		d, err := timeCommand(ctx, argv)
+		return ms(d), err
 	}
 	rt := []string{r.Runtimectl, "session", "exec", name, "x = 1"}
 	dk := []string{"docker", "exec", cid, "python3", "-c", "x = 1"}
@@ -178,16 +170,8 @@ func (r *Runner) CLIExec(ctx context.Context) error {
 // execution (the removal is not counted), against `docker run --rm IMG python3 -c pass`.
 func (r *Runner) ColdStart(ctx context.Context) error {
 	run := func(argv ...string) (float64, error) {
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		t := time.Now()
-		err := cmd.Run()
-		d := time.Since(t)
-		if err != nil {
-			return 0, fmt.Errorf("%v: %v: %s", argv, err, out.String())
-		}
-		return secs(d), nil
+		d, err := timeCommand(ctx, argv)
+		return secs(d), err
 	}
 	label := LabelBench + "=" + r.RunID
 	dockerRun := []string{"docker", "run", "--rm", "--label", label, "--entrypoint", "python3", PythonImage, "-c", "pass"}
@@ -234,4 +218,19 @@ func (r *Runner) ColdStart(ctx context.Context) error {
 	r.R.Compare("cold_start.runtimectl", "cold_start.docker_run", Target{"ratio", "<=", 1.2})
 	r.R.Compare("cold_start.runtimectl", "cold_start.docker_run_network_none", Target{})
 	return nil
+}
+
+// timeCommand runs argv as a whole command and returns its wall time, process start to exit;
+// the error carries the command's output.
+func timeCommand(ctx context.Context, argv []string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	t := time.Now()
+	err := cmd.Run()
+	d := time.Since(t)
+	if err != nil {
+		return 0, fmt.Errorf("%v: %v: %s", argv, err, out.String())
+	}
+	return d, nil
 }
