@@ -304,11 +304,7 @@ func TestForkBombIsHeldByThePidsLimit(t *testing.T) {
 				time.Sleep(500 * time.Millisecond)
 			}
 			defer s2.Close()
-			if tc.lang == "python" {
-				assert.Equal(t, tc.want, *r.Result)
-			} else {
-				assert.Equal(t, tc.want, r.Stdout)
-			}
+			assertShows(t, tc.lang, tc.want, r)
 
 			// The agent did it (not a restart of the container), and the history says so.
 			var notes []string

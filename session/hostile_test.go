@@ -27,6 +27,18 @@ import (
 	"github.com/runtimectl/runtimectl/session"
 )
 
+// assertShows checks what a language's check code shows: Python's final expression, or what a
+// bash or Node check prints.
+func assertShows(t *testing.T, lang, want string, r *session.Result) {
+	t.Helper()
+	if lang == "python" {
+		require.NotNil(t, r.Result, "no result; stderr %q", r.Stderr)
+		assert.Equal(t, want, *r.Result)
+		return
+	}
+	assert.Equal(t, want, r.Stdout)
+}
+
 // execWith runs code with options; a call that does not return within 3 minutes fails the test
 // (the hang is the bug) instead of blocking the whole test binary.
 func execWith(t *testing.T, s *session.Session, code string, o session.ExecOptions) *session.Result {
@@ -209,11 +221,7 @@ func TestInterruptFromAnotherConnection(t *testing.T) {
 
 			r = run(t, s, tc.check)
 			require.Equal(t, "ok", r.Status, r.Stderr)
-			if tc.lang == "python" {
-				assert.Equal(t, tc.want, *r.Result)
-			} else {
-				assert.Equal(t, tc.want, r.Stdout)
-			}
+			assertShows(t, tc.lang, tc.want, r)
 		})
 	}
 }
@@ -267,11 +275,7 @@ func TestInterpreterDeathRestartsItInTheSameContainer(t *testing.T) {
 
 			r = run(t, s, tc.check)
 			require.Equal(t, "ok", r.Status, r.Stderr)
-			if tc.lang == "python" {
-				assert.Equal(t, tc.want, *r.Result)
-			} else {
-				assert.Equal(t, tc.want, r.Stdout)
-			}
+			assertShows(t, tc.lang, tc.want, r)
 			assert.Equal(t, before, startedAt(t, c, s.Name()), "restarted inside the same container")
 			assert.Equal(t, "crashed", execBySeq(t, historyOf(t, c, s.Name()), 2).Status)
 		})
