@@ -45,11 +45,21 @@ type API interface {
 // DefaultBase is the base image of the Dockerfiles (their ARG BASE).
 const DefaultBase = "debian:bookworm-slim"
 
-// Tag is the tag of the images runtimectl builds.
-const Tag = "latest"
+// DefaultTag is the tag of the images runtimectl builds.
+const DefaultTag = "latest"
+
+// Tag returns the tag of the images runtimectl builds and starts by default: DefaultTag, or
+// $RUNTIMECTL_IMAGE_TAG when set, so that two checkouts on one engine (or a test run beside a
+// working installation) do not replace each other's images.
+func Tag() string {
+	if t := os.Getenv("RUNTIMECTL_IMAGE_TAG"); t != "" {
+		return t
+	}
+	return DefaultTag
+}
 
 // Ref returns the image reference for a language.
-func Ref(l lang.Lang) string { return l.Image + ":" + Tag }
+func Ref(l lang.Lang) string { return l.Image + ":" + Tag() }
 
 // ErrNotFound is returned for an image that does not exist.
 var ErrNotFound = errors.New("no such image")
