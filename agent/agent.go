@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/runtimectl/runtimectl/execproto"
@@ -30,17 +28,13 @@ type Agent struct {
 	queued chan struct{} // one token per job waiting, to bound the queue
 
 	// Owned by the run goroutine.
-	k         *kernel
-	expect    chan snapExpect
-	snapDone  chan snapResult
-	snap      *inflight
-	dirtySeq  int64 // latest execution whose state no saved or in-flight snapshot covers
-	savedSeq  int64
-	savedID   string
-	oomSeen   int64 // the cgroup's OOM-kill count as of the last look (read only after a crash)
-	reqSerial int
-	pids      pidsWatch
-	syncReq   chan struct{} // a pending fsync of the history, for the syncer
+	k        *kernel
+	expect   chan snapExpect
+	snapDone chan snapResult
+	sched    scheduler
+	oomSeen  int64 // the cgroup's OOM-kill count as of the last look (read only after a crash)
+	pids     pidsWatch
+	syncReq  chan struct{} // a pending fsync of the history, for the syncer
 
 	mu       sync.Mutex // guards the fields below, read by connections
 	restore  execproto.RestoreInfo
@@ -56,7 +50,6 @@ type job struct {
 	req       execproto.Request
 	conn      *execproto.ServerConn
 	id        uint32
-	enqueued  time.Time
 	intOnce   sync.Once
 	interrupt chan struct{}
 }
@@ -95,6 +88,7 @@ func New(cfg Config) (*Agent, error) {
 		queued:  make(chan struct{}, cfg.QueueLimit),
 		oomSeen: oomKills(),
 		syncReq: make(chan struct{}, 1),
+		sched:   scheduler{policy: cfg.SnapshotPolicy},
 	}
 	var msgs []string
 	msgs = append(msgs, log.Repairs()...)
@@ -173,7 +167,6 @@ func (a *Agent) startKernel(id *string) (execproto.RestoreInfo, error) {
 	a.k = k
 	a.expect = make(chan snapExpect, 1)
 	a.snapDone = make(chan snapResult, 1)
-	a.snap = nil
 	go a.readSnapshots(k, a.expect, a.snapDone)
 	info.Restored = nonNil(k.ready.Restored)
 	info.Failed = k.ready.Failed
@@ -187,14 +180,11 @@ func (a *Agent) startKernel(id *string) (execproto.RestoreInfo, error) {
 		}
 		info.Snapshot = m.ID
 		info.Seq = m.Seq
-		a.savedSeq, a.savedID = m.Seq, m.ID
 		if len(info.Messages) > 0 {
 			info.Messages = append(info.Messages, fmt.Sprintf("state restored from snapshot %s (after execution %d)", m.ID, m.Seq))
 		}
-	} else {
-		a.savedSeq, a.savedID = 0, ""
 	}
-	a.dirtySeq = 0
+	a.sched.restarted(info.Snapshot, info.Seq)
 	return info, nil
 }
 
@@ -295,13 +285,13 @@ func (a *Agent) Run(ctx context.Context) {
 }
 
 func (a *Agent) kernelEvent(ev kernelEvent) {
-	if ev.Op == "snapshot_started" && a.snap != nil {
-		a.snap.pid = ev.PID
+	if ev.Op == "snapshot_started" && a.sched.inflight != nil {
+		a.sched.inflight.pid = ev.PID
 	}
 }
 
 func (a *Agent) checkSnapshotWriter() {
-	s := a.snap
+	s := a.sched.inflight
 	if s == nil {
 		return
 	}
@@ -321,13 +311,13 @@ func (a *Agent) checkSnapshotWriter() {
 	}
 }
 
-// maybeSnapshot starts a snapshot when the state has changed, none is being written, and the
-// kernel is between executions (which it is whenever run's loop calls this).
+// maybeSnapshot starts a snapshot when the policy wants one (see scheduler) and the kernel is
+// between executions (which it is whenever run's loop calls this).
 func (a *Agent) maybeSnapshot() {
-	if a.cfg.SnapshotPolicy != "every" || a.snap != nil || a.dirtySeq <= a.savedSeq || !a.k.alive() {
+	if !a.sched.autoDue() || !a.k.alive() {
 		return
 	}
-	a.startSnapshot(a.dirtySeq)
+	a.startSnapshot(a.log.NextSeq() - 1)
 }
 
 func (a *Agent) startSnapshot(seq int64) *inflight {
@@ -336,31 +326,21 @@ func (a *Agent) startSnapshot(seq int64) *inflight {
 
 // startSnapshotID asks the kernel for a snapshot named id of the state after execution seq.
 func (a *Agent) startSnapshotID(seq int64, id string) *inflight {
-	a.reqSerial++
 	if err := a.k.send(map[string]any{"op": "snapshot", "id": id}); err != nil {
 		return nil
 	}
-	a.snap = &inflight{id: id, seq: seq, started: time.Now()}
+	s := a.sched.start(id, seq)
 	a.expect <- snapExpect{id: id, seq: seq}
-	if a.dirtySeq <= seq {
-		a.dirtySeq = 0
-	}
-	return a.snap
+	return s
 }
 
 func (a *Agent) finishSnapshot(r snapResult) {
-	s := a.snap
-	a.snap = nil
+	prev := a.sched.savedID
+	s := a.sched.finish(r)
 	state := history.State{Status: "saved", Snapshot: r.id}
 	if r.err != nil {
 		state = history.State{Status: "failed", Snapshot: r.id, Error: r.err.Error(),
-			Message: fmt.Sprintf("the state after execution %d was not saved: %v; the previous snapshot (%s) stays the latest", r.seq, r.err, orNone(a.savedID))}
-		if a.dirtySeq < r.seq {
-			// Try again after the next execution rather than in a loop.
-			a.dirtySeq = 0
-		}
-	} else {
-		a.savedSeq, a.savedID = r.seq, r.id
+			Message: fmt.Sprintf("the state after execution %d was not saved: %v; the previous snapshot (%s) stays the latest; the next execution or `session stop` tries again", r.seq, r.err, orNone(prev))}
 	}
 	if r.err != nil {
 		a.warn(state.Message)
@@ -390,7 +370,7 @@ func (a *Agent) waitSnapshot(limit time.Duration) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	events := a.k.events
-	for a.snap != nil {
+	for a.sched.inflight != nil {
 		select {
 		case r := <-a.snapDone:
 			a.finishSnapshot(r)
@@ -403,7 +383,7 @@ func (a *Agent) waitSnapshot(limit time.Duration) {
 		case <-tick.C:
 			a.checkSnapshotWriter()
 		case <-deadline:
-			killWriter(a.snap.pid)
+			killWriter(a.sched.inflight.pid)
 			a.k.abortSnapshotRead()
 			r := <-a.snapDone
 			a.finishSnapshot(r)
@@ -414,11 +394,11 @@ func (a *Agent) waitSnapshot(limit time.Duration) {
 // recoverKernel replaces a dead (or hung) kernel with one started from the latest good
 // snapshot, after the snapshot in flight (if any) has landed.
 func (a *Agent) recoverKernel(reason string) execproto.RestoreInfo {
-	if a.snap != nil && a.snap.pid != 0 && a.snap.pid != a.k.pid {
+	if s := a.sched.inflight; s != nil && s.pid != 0 && s.pid != a.k.pid {
 		a.waitSnapshot(a.cfg.SnapshotBudget)
 	}
 	a.k.kill()
-	if a.snap != nil {
+	if a.sched.inflight != nil {
 		// The writer was the kernel itself; its stream died with it.
 		r := <-a.snapDone
 		a.finishSnapshot(r)
@@ -492,23 +472,18 @@ func toSkipped(s []snapshot.Skipped) []execproto.Skipped {
 	return out
 }
 
-// drain waits for the snapshot in flight and, when the latest state is not saved yet, takes one:
-// what `session stop` asks before it stops the container.
+// drain waits for the snapshot in flight and, when anything ran since the latest good snapshot
+// that may have changed the state (a snapshot that failed included, under either policy), takes
+// one: what `session stop` (and gc, and --upgrade) asks before it stops the container.
 func (a *Agent) drain(j *job) {
 	a.waitSnapshot(a.cfg.SnapshotBudget)
-	last := a.log.NextSeq() - 1
-	if last > a.savedSeq && a.k.alive() && a.dirtyAny(last) {
-		a.startSnapshot(last)
+	if a.sched.drainDue() && a.k.alive() {
+		a.startSnapshot(a.log.NextSeq() - 1)
 		a.waitSnapshot(a.cfg.SnapshotBudget)
 	}
 	st := a.Status()
-	st.Snapshot = a.savedID
+	st.Snapshot = a.sched.savedID
 	_ = j.conn.SendJSON(execproto.TypeReply, j.id, st)
-}
-
-// dirtyAny reports whether the state after execution last may differ from the saved one.
-func (a *Agent) dirtyAny(last int64) bool {
-	return a.dirtySeq > a.savedSeq || a.cfg.SnapshotPolicy == "manual"
 }
 
 func (a *Agent) restoreTo(j *job) {
@@ -595,6 +570,3 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	return nil
 }
-
-var _ = strings.TrimSpace
-var _ = syscall.SIGINT

@@ -159,18 +159,14 @@ wait:
 			res.Status = execproto.StatusTimeout
 			res.Message = fmt.Sprintf("the code ran past its timeout of %s and was interrupted; the session's state is kept", time.Duration(j.req.TimeoutMs)*time.Millisecond)
 		}
-		changed := done.Changed == nil || *done.Changed
+		a.sched.ran(seq, done.Changed == nil || *done.Changed)
 		switch {
 		case a.cfg.SnapshotPolicy != "every":
-			if changed {
-				a.dirtySeq = seq
-			}
 			res.State = &history.State{Status: "off"}
-		case !changed:
-			res.State = &history.State{Status: "unchanged", Snapshot: a.savedID}
+		case !a.sched.isDirty():
+			res.State = &history.State{Status: "unchanged", Snapshot: a.sched.savedID}
 		default:
-			a.dirtySeq = seq
-			if a.snap == nil && a.k.alive() {
+			if a.sched.inflight == nil && a.k.alive() {
 				// Asked of the kernel right after the result is sent (below), before the next
 				// request: the result does not wait for the fork, the next execution does not
 				// overtake the snapshot.
@@ -246,7 +242,7 @@ wait:
 		res.Message += e
 	}
 	_ = j.conn.SendJSON(execproto.TypeResult, j.id, res)
-	if snapID != "" && a.snap == nil {
+	if snapID != "" && a.sched.inflight == nil {
 		a.startSnapshotID(seq, snapID)
 	}
 	a.ensureReserve()

@@ -75,7 +75,7 @@ func (a *Agent) serveConn(c io.ReadWriteCloser) {
 				ok := a.Interrupt()
 				_ = sc.SendJSON(execproto.TypeReply, f.ID, map[string]bool{"interrupted": ok})
 			case execproto.OpExec, execproto.OpSnapshot, execproto.OpDrain, execproto.OpRestore, execproto.OpVars:
-				j := &job{req: req, conn: sc, id: f.ID, enqueued: time.Now(), interrupt: make(chan struct{})}
+				j := &job{req: req, conn: sc, id: f.ID, interrupt: make(chan struct{})}
 				if err := a.Enqueue(j); err != nil {
 					_ = sc.SendError(f.ID, "busy", err.Error())
 					continue

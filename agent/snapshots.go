@@ -32,6 +32,7 @@ type inflight struct {
 	pid     int // the writer, once the kernel has said; 0 before
 	started time.Time
 	goneAt  time.Time // when the writer was first seen gone
+	covers  int64     // the scheduler's dirty mark when it was asked for: what it saves
 	waiters []func(snapResult)
 }
 

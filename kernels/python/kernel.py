@@ -674,15 +674,11 @@ class Kernel:
                 val = "<str() failed>"
             error = {"name": type(exc).__name__, "value": _cap(val), "traceback": _cap(text)}
             sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
-        after = self.fingerprint()
-        changed = True
-        if before == after:
-            if not tree.body:
-                changed = False
-            elif self._only_inert_exprs(tree):
-                changed = False
-            elif exc is not None and self._raised_in_first(exc, tree, filename):
-                changed = False
+        # Every execution that ran user code may have changed the state (a subscript can insert
+        # a key, an attribute can be a property, a call that raised may have mutated first), so
+        # the snapshot is skipped only where that is provable: no statement at all (comments),
+        # or only literals and plain names looked up, no name rebound.
+        changed = not (self.fingerprint() == before and self._inert(tree, value, exc))
         exc = None
         return status, result, error, value, changed
 
@@ -723,29 +719,40 @@ class Kernel:
             tb = tb.tb_next
         return tb
 
-    @staticmethod
-    def _only_inert_exprs(tree):
-        if not all(isinstance(s, (ast.Expr, ast.Pass)) for s in tree.body):
-            return False
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Call, ast.NamedExpr, ast.Await)):
+    # Types whose repr runs no code of the session's: a value of another type shown as the
+    # final expression is not inert (a session class's __repr__ is the user's code, and a
+    # container's repr calls its items').
+    _ATOMIC = (type(None), bool, int, float, complex, str, bytes, range, type(len),
+               type(lambda: 0), type(sys))
+
+    def _inert(self, tree, value, exc):
+        """Whether the code provably changed nothing: only `pass`, literals and plain names."""
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Pass):
+                continue
+            if not isinstance(stmt, ast.Expr) or not self._inert_expr(stmt.value):
                 return False
+        shown = exc is None and value is not None and isinstance(tree.body[-1], ast.Expr) \
+            and isinstance(tree.body[-1].value, ast.Name)
+        if shown and not isinstance(value, self._ATOMIC) and (
+                type(value).__module__ == "__main__"
+                or isinstance(value, (list, tuple, dict, set, frozenset))):
+            return False        # its repr (shown as the result) may have run the session's code
         return True
 
-    @staticmethod
-    def _raised_in_first(exc, tree, filename):
-        tb = exc.__traceback__
-        if tb is None or tb.tb_frame.f_code.co_filename != filename \
-                or tb.tb_frame.f_code.co_name != "<module>":
-            return False
-        line = tb.tb_lineno
-        first = tree.body[0]
-        lo, hi = first.lineno, getattr(first, "end_lineno", None) or first.lineno
-        if not lo <= line <= hi:
-            return False
-        if len(tree.body) > 1 and tree.body[1].lineno <= line:
-            return False        # the next statement starts on the same line: ambiguous
-        return True
+    @classmethod
+    def _inert_expr(cls, node):
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, ast.Name):
+            return isinstance(node.ctx, ast.Load)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return isinstance(node.operand, ast.Constant)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return all(isinstance(e, ast.Constant) for e in node.elts)
+        if isinstance(node, ast.Dict):
+            return all(isinstance(e, ast.Constant) for e in node.keys + node.values)
+        return False
 
     def note_raw(self, text):
         try:

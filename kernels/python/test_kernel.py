@@ -496,15 +496,28 @@ class TestBasics(KernelTestCase):
         self.assertEqual(ns, ["subprocess", "os"])
 
     def test_changed(self):
+        # Only what provably changes nothing skips the snapshot: no statement, literals, plain
+        # names. Anything that ran code (an operator, a subscript, an attribute, a call, a
+        # statement that raised) may have changed the state.
         self.assertTrue(self.k.exec("x = 1")[0]["changed"])
         self.assertFalse(self.k.exec("x")[0]["changed"])
-        self.assertFalse(self.k.exec("x + 1\nx * 2")[0]["changed"])
+        self.assertFalse(self.k.exec("x\n42\n-1\n's'\n(1, 2)\n{'a': 1}\npass")[0]["changed"])
+        self.assertFalse(self.k.exec("undefined_thing")[0]["changed"])
+        self.assertFalse(self.k.exec("# just a comment")[0]["changed"])
+        self.assertFalse(self.k.exec("")[0]["changed"])
+        self.assertTrue(self.k.exec("x + 1\nx * 2")[0]["changed"])
         self.assertTrue(self.k.exec("x = 2")[0]["changed"])
         self.assertTrue(self.k.exec("print(x)")[0]["changed"])
-        self.assertFalse(self.k.exec("undefined_thing")[0]["changed"])
-        self.assertFalse(self.k.exec("1/0\ny = 1")[0]["changed"])
+        self.assertTrue(self.k.exec("1/0\ny = 1")[0]["changed"])
         self.assertTrue(self.k.exec("y = 1\n1/0")[0]["changed"])
-        self.assertFalse(self.k.exec("# just a comment")[0]["changed"])
+        self.k.exec("from collections import defaultdict\nd = defaultdict(int)\nlst = []\n"
+                    "def f():\n    lst.append(1)\n    raise ValueError('after')\n"
+                    "class R:\n    def __repr__(self):\n        lst.append(2)\n        return 'R'\nr = R()")
+        self.assertTrue(self.k.exec("d['k']")[0]["changed"])
+        self.assertTrue(self.k.exec("f()")[0]["changed"])
+        self.assertTrue(self.k.exec("d.items")[0]["changed"])
+        self.assertTrue(self.k.exec("r")[0]["changed"], "a session class's repr is the user's code")
+        self.assertTrue(self.k.exec("lst")[0]["changed"], "a container's repr calls its items'")
         self.assertTrue(self.k.exec("(z := 3)")[0]["changed"])
 
     def test_top_level_await(self):

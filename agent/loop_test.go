@@ -1,0 +1,107 @@
+package agent
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtimectl/runtimectl/execproto"
+	"github.com/runtimectl/runtimectl/history"
+)
+
+// drain asks what `session stop` asks, and returns the agent's status after it.
+func drain(t *testing.T, c *execproto.Client) execproto.Status {
+	t.Helper()
+	var st execproto.Status
+	require.NoError(t, c.Call(testCtx(t, 30*time.Second), execproto.Request{Op: execproto.OpDrain}, &st))
+	return st
+}
+
+// restart stops the agent (as the container stopping does) and starts another on the same
+// state directory.
+func restart(t *testing.T, s *stubAgent) *stubAgent {
+	t.Helper()
+	s.stop()
+	return startStub(t, s.cfg)
+}
+
+func TestStubExecutesAndItsStateSurvivesARestart(t *testing.T) {
+	s := startStub(t, stubConfig(t))
+	c := s.client(t)
+	r := execStub(t, c, "set hello", 0)
+	assert.Equal(t, execproto.StatusOK, r.Status)
+	assert.Equal(t, int64(1), r.Seq)
+	require.NotNil(t, r.State)
+	assert.Contains(t, []string{"pending", "saved"}, r.State.Status)
+	r = execStub(t, c, "get", 0)
+	assert.Equal(t, "hello", r.Stdout)
+	drain(t, c)
+
+	s = restart(t, s)
+	c = s.client(t)
+	r = execStub(t, c, "get", 0)
+	assert.Equal(t, "hello", r.Stdout)
+	assert.Equal(t, int64(3), r.Seq, "seq goes on across restarts")
+}
+
+// A snapshot that fails leaves the state unsaved: a later execution that changes nothing must
+// not make the agent forget it, and a drain (stop, gc, upgrade) takes it then.
+func TestDrainSnapshotsWhatAFailedSnapshotLeftUnsaved(t *testing.T) {
+	s := startStub(t, stubConfig(t))
+	c := s.client(t)
+	r := execStub(t, c, "set fail-snapshot", 0)
+	require.Equal(t, execproto.StatusOK, r.Status)
+	// The snapshot after it fails; an execution that changes nothing does not make it saved.
+	r = execStub(t, c, "noop", 0)
+	assert.NotEqual(t, "unchanged", r.State.Status, "the state is still not saved")
+	r = execStub(t, c, "mutate-fail kept", 0)
+	require.Equal(t, execproto.StatusError, r.Status)
+	st := drain(t, c)
+	assert.NotEmpty(t, st.Snapshot, "drain saved the state")
+
+	s = restart(t, s)
+	r = execStub(t, s.client(t), "get", 0)
+	assert.Equal(t, "kept", r.Stdout, "a cell that mutated and then raised is not lost")
+}
+
+// Under the manual policy nothing is saved automatically, but a drain saves what ran.
+func TestDrainSavesUnderTheManualPolicy(t *testing.T) {
+	cfg := stubConfig(t)
+	cfg.SnapshotPolicy = "manual"
+	s := startStub(t, cfg)
+	c := s.client(t)
+	r := execStub(t, c, "set manual", 0)
+	assert.Equal(t, "off", r.State.Status)
+	drain(t, c)
+	s = restart(t, s)
+	assert.Equal(t, "manual", execStub(t, s.client(t), "get", 0).Stdout)
+}
+
+func TestNothingToSaveMeansNoSnapshotOnDrain(t *testing.T) {
+	s := startStub(t, stubConfig(t))
+	c := s.client(t)
+	execStub(t, c, "set a", 0)
+	st := drain(t, c)
+	first := st.Snapshot
+	require.NotEmpty(t, first)
+	r := execStub(t, c, "noop", 0)
+	assert.Equal(t, "unchanged", r.State.Status)
+	assert.Equal(t, first, drain(t, c).Snapshot, "a drain with nothing unsaved takes no snapshot")
+}
+
+func historyOf(t *testing.T, s *stubAgent) []history.Execution {
+	t.Helper()
+	f, err := os.Open(filepath.Join(s.cfg.StateDir, "history.jsonl"))
+	require.NoError(t, err)
+	defer f.Close()
+	execs, _, err := history.Parse(f)
+	require.NoError(t, err)
+	return execs
+}
+
+var _ = json.Marshal
