@@ -4,10 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +35,8 @@ type Agent struct {
 	oomSeen  int64 // the cgroup's OOM-kill count as of the last look (read only after a crash)
 	pids     pidsWatch
 	syncReq  chan struct{} // a pending fsync of the history, for the syncer
+	// loadFailures counts, per snapshot, the kernels that failed to start from it.
+	loadFailures map[string]int
 
 	mu       sync.Mutex // guards the fields below, read by connections
 	restore  execproto.RestoreInfo
@@ -89,6 +91,8 @@ func New(cfg Config) (*Agent, error) {
 		oomSeen: oomKills(),
 		syncReq: make(chan struct{}, 1),
 		sched:   scheduler{policy: cfg.SnapshotPolicy},
+
+		loadFailures: map[string]int{},
 	}
 	var msgs []string
 	msgs = append(msgs, log.Repairs()...)
@@ -96,7 +100,7 @@ func New(cfg Config) (*Agent, error) {
 		msgs = append(msgs, "history: "+p)
 	}
 	a.ensureReserve()
-	info, err := a.startKernel(nil)
+	info, err := a.bringUp("")
 	if err != nil {
 		return nil, err
 	}
@@ -130,62 +134,11 @@ func (a *Agent) setRestore(info execproto.RestoreInfo) {
 	a.mu.Unlock()
 }
 
-// startKernel starts a kernel from the snapshot with the given id, or from the latest good one
-// when id is nil, replacing the current kernel (which must be dead or killed already).
-func (a *Agent) startKernel(id *string) (execproto.RestoreInfo, error) {
-	var (
-		info execproto.RestoreInfo
-		f    *os.File
-		m    snapshot.Manifest
-		err  error
-	)
-	if id != nil {
-		f, m, err = a.store.Open(*id)
-		if err != nil {
-			return info, err
-		}
-	} else {
-		var problems []snapshot.Problem
-		f, m, problems, err = a.store.OpenLatestGood()
-		for _, p := range problems {
-			info.Messages = append(info.Messages, fmt.Sprintf("snapshot %s is unusable (%v); passed over", p.ID, p.Err))
-		}
-		if err != nil && !errors.Is(err, snapshot.ErrNone) {
-			info.Messages = append(info.Messages, fmt.Sprintf("no usable snapshot (%v); starting with an empty state", err))
-		}
-		if err != nil {
-			f = nil
-		}
+func joinMessages(m []string) string {
+	if len(m) == 0 {
+		return "the interpreter did not start from it"
 	}
-	k, err := startKernel(a.cfg, f, 2*time.Minute)
-	if f != nil {
-		f.Close()
-	}
-	if err != nil {
-		return info, err
-	}
-	a.k = k
-	a.expect = make(chan snapExpect, 1)
-	a.snapDone = make(chan snapResult, 1)
-	go a.readSnapshots(k, a.expect, a.snapDone)
-	info.Restored = nonNil(k.ready.Restored)
-	info.Failed = k.ready.Failed
-	if info.Failed == nil {
-		info.Failed = []execproto.Skipped{}
-	}
-	if f != nil {
-		// What the snapshot could not hold did not come back either: say so with the rest.
-		for _, sk := range m.Skipped {
-			info.Failed = append(info.Failed, execproto.Skipped{Name: sk.Name, Type: sk.Type, Reason: "not in the snapshot: " + sk.Reason})
-		}
-		info.Snapshot = m.ID
-		info.Seq = m.Seq
-		if len(info.Messages) > 0 {
-			info.Messages = append(info.Messages, fmt.Sprintf("state restored from snapshot %s (after execution %d)", m.ID, m.Seq))
-		}
-	}
-	a.sched.restarted(info.Snapshot, info.Seq)
-	return info, nil
+	return strings.Join(m, "; ")
 }
 
 func nonNil(s []string) []string {
@@ -403,13 +356,7 @@ func (a *Agent) recoverKernel(reason string) execproto.RestoreInfo {
 		r := <-a.snapDone
 		a.finishSnapshot(r)
 	}
-	close(a.expect)
-	info, err := a.startKernel(nil)
-	for err != nil {
-		a.cfg.Logger.Error("restart kernel", "err", err)
-		time.Sleep(time.Second)
-		info, err = a.startKernel(nil)
-	}
+	info := a.bringUpRetrying("")
 	info.Messages = append([]string{reason}, info.Messages...)
 	a.oomSeen = oomKills()
 	a.mu.Lock()
@@ -493,13 +440,11 @@ func (a *Agent) restoreTo(j *job) {
 		return
 	}
 	a.waitSnapshot(a.cfg.SnapshotBudget)
-	a.k.kill()
-	close(a.expect)
-	info, err := a.startKernel(&id)
-	if err != nil {
-		info, _ = a.startKernel(nil)
+	info := a.bringUpRetrying(id)
+	if info.Snapshot != id {
 		a.setRestore(info)
-		_ = j.conn.SendError(j.id, "internal", fmt.Sprintf("restore %s: %v; the latest good snapshot was loaded instead", id, err))
+		a.note(fmt.Sprintf("restore of snapshot %s failed; state brought back to %s", id, describeState(info)))
+		_ = j.conn.SendError(j.id, "internal", fmt.Sprintf("restore %s failed (%s); state brought back to %s instead", id, joinMessages(info.Messages), describeState(info)))
 		return
 	}
 	a.setRestore(info)

@@ -105,3 +105,54 @@ func historyOf(t *testing.T, s *stubAgent) []history.Execution {
 }
 
 var _ = json.Marshal
+
+// A snapshot whose load kills the interpreter is tried maxRestoreFailures times, then passed
+// over for the one before it; the caller is told which state came back.
+func TestRestoreThatKillsTheInterpreterFallsBackToAnOlderSnapshot(t *testing.T) {
+	s := startStub(t, stubConfig(t))
+	c := s.client(t)
+	execStub(t, c, "set good", 0)
+	good := drain(t, c).Snapshot
+	execStub(t, c, "set crash-on-load", 0)
+	bad := drain(t, c).Snapshot
+	require.NotEqual(t, good, bad)
+
+	r := execStub(t, c, "die", 0)
+	assert.Equal(t, execproto.StatusCrashed, r.Status)
+	assert.Contains(t, r.Message, "exit code 3")
+	require.NotNil(t, r.Restored)
+	assert.Equal(t, good, r.Restored.Snapshot)
+	assert.Contains(t, r.Message, good)
+	assert.Contains(t, joinMessages(r.Restored.Messages), "failed to start from snapshot "+bad+" 2 times")
+	assert.Equal(t, "good", execStub(t, c, "get", 0).Stdout)
+
+	// Asking for the bad one again: an error that says what came back, twice, and no panic.
+	for i := 0; i < 2; i++ {
+		err := c.Call(testCtx(t, 30*time.Second), execproto.Request{Op: execproto.OpRestore, Snapshot: bad}, nil)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "restore "+bad+" failed")
+		assert.Equal(t, "good", execStub(t, c, "get", 0).Stdout)
+	}
+}
+
+// When no snapshot can be loaded, the interpreter starts with an empty state and says so.
+func TestRestoreFallsBackToAnEmptyState(t *testing.T) {
+	s := startStub(t, stubConfig(t))
+	c := s.client(t)
+	execStub(t, c, "set crash-on-load", 0)
+	drain(t, c)
+	r := execStub(t, c, "die", 0)
+	assert.Equal(t, execproto.StatusCrashed, r.Status)
+	require.NotNil(t, r.Restored)
+	assert.Equal(t, "", r.Restored.Snapshot)
+	assert.Contains(t, r.Message, "an empty state")
+	assert.Contains(t, joinMessages(r.Restored.Messages), "starting with an empty state")
+	assert.Equal(t, "", execStub(t, c, "get", 0).Stdout)
+	execStub(t, c, "set again", 0)
+	assert.Equal(t, "again", execStub(t, c, "get", 0).Stdout, "the session goes on")
+
+	// A new agent on the same volume does not load it either.
+	drain(t, c)
+	s = restart(t, s)
+	assert.Equal(t, "again", execStub(t, s.client(t), "get", 0).Stdout)
+}
