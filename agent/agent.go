@@ -54,6 +54,7 @@ type job struct {
 	id        uint32
 	intOnce   sync.Once
 	interrupt chan struct{}
+	finished  func() // called once the job has run (nil: nothing to do)
 }
 
 func (j *job) stop() { j.intOnce.Do(func() { close(j.interrupt) }) }
@@ -212,13 +213,27 @@ func (a *Agent) Run(ctx context.Context) {
 		case j := <-a.jobs:
 			<-a.queued
 			a.handle(ctx, j)
+			if j.finished != nil {
+				j.finished()
+			}
 		case r := <-a.snapDone:
 			a.finishSnapshot(r)
 		case ev, ok := <-a.k.events:
-			if ok {
+			switch {
+			case ok && ev.Op != opInvalid:
 				a.kernelEvent(ev)
-			} else {
-				<-a.k.exited
+			case ok || !a.k.exitsSoon():
+				// A driver that breaks the protocol, or closes its event pipe and lives on,
+				// cannot be talked to: it is restarted as if it had died.
+				why := "the interpreter's driver stopped following the kernel protocol between executions"
+				if ok {
+					why += " (" + ev.Message + ")"
+				}
+				a.k.kill()
+				info := a.recoverKernel(why)
+				a.note(why + "; state brought back to " + describeState(info))
+			default:
+				// It died: the exited case below brings it back.
 			}
 		case <-a.k.exited:
 			why := fmt.Sprintf("the interpreter ended between executions (%s)", a.k.exitText())
@@ -477,6 +492,10 @@ func (a *Agent) vars(j *job) {
 			}
 			if ev.Op == "vars" && ev.ID == id {
 				_ = j.conn.Send(execproto.TypeReply, j.id, ev.raw)
+				return
+			}
+			if ev.Op == "error" && (ev.ID == id || ev.ID == "") || ev.Op == opInvalid {
+				_ = j.conn.SendError(j.id, "internal", "the interpreter could not list its variables: "+ev.errorText())
 				return
 			}
 			a.kernelEvent(ev)

@@ -21,8 +21,9 @@ func (s *outStream) set(c *capture) {
 	s.mu.Unlock()
 }
 
-// run reads r until it ends. It is the stream's only reader.
-func (s *outStream) run(r io.Reader) {
+// run reads r until it ends, then closes it. It is the stream's only reader.
+func (s *outStream) run(r io.ReadCloser) {
+	defer r.Close()
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := r.Read(buf)
@@ -196,4 +197,14 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// ended reports whether the nonce has been seen.
+func (c *capture) ended() bool {
+	select {
+	case <-c.found:
+		return true
+	default:
+		return false
+	}
 }

@@ -199,14 +199,14 @@ func TestCaptureFlushHeld(t *testing.T) {
 func TestOutStream(t *testing.T) {
 	var st outStream
 	var s sink
-	st.run(strings.NewReader("nobody listens")) // no target: dropped
+	st.run(io.NopCloser(strings.NewReader("nobody listens"))) // no target: dropped
 	c := newCapture(testNonce, s.deliver)
 	st.set(c)
-	st.run(io.MultiReader(strings.NewReader("hello "), strings.NewReader("world"+testNonce+"junk")))
+	st.run(io.NopCloser(io.MultiReader(strings.NewReader("hello "), strings.NewReader("world"+testNonce+"junk"))))
 	assert.Equal(t, "hello world", s.String())
 	assert.True(t, found(c))
 	st.set(nil)
-	st.run(strings.NewReader("between executions"))
+	st.run(io.NopCloser(strings.NewReader("between executions")))
 	assert.Equal(t, "hello world", s.String())
 }
 

@@ -73,7 +73,10 @@ func (a *Agent) exec(ctx context.Context, j *job) {
 	res := &execproto.Result{Session: a.cfg.Session, Seq: seq, Outputs: []history.Output{}}
 	var (
 		done         *kernelEvent
-		reason       string // "timeout" or "interrupted" once we interrupted the code
+		driverErr    *kernelEvent // the driver answered with an error event instead of done
+		violation    string       // how the driver broke the kernel protocol: treated as a crash
+		nonceSeen    time.Time    // when both streams had ended with no done event yet
+		reason       string       // "timeout" or "interrupted" once we interrupted the code
 		crashed      bool
 		pidsFull     bool // the container's pids limit stayed reached: everything was killed
 		restoredInfo *execproto.RestoreInfo
@@ -112,16 +115,25 @@ wait:
 	for !crashed {
 		select {
 		case ev, ok := <-k.events:
-			if !ok {
-				<-k.exited
+			switch {
+			case !ok:
+				// The driver closed its event pipe: dead, or alive and deaf. Either way it
+				// cannot answer any more.
+				if !k.exitsSoon() {
+					violation = "it closed its event pipe"
+				}
 				crashed = true
-				break wait
-			}
-			if ev.Op == "done" && ev.ID == reqID {
+			case ev.Op == opInvalid:
+				violation, crashed = ev.Message, true
+			case ev.Op == "done" && ev.ID == reqID:
 				done = &ev
 				break wait
+			case ev.Op == "error" && (ev.ID == reqID || ev.ID == ""):
+				driverErr = &ev
+				break wait
+			default:
+				a.kernelEvent(ev)
 			}
-			a.kernelEvent(ev)
 		case <-k.exited:
 			crashed = true
 		case r := <-a.snapDone:
@@ -130,6 +142,14 @@ wait:
 			a.checkSnapshotWriter()
 			if a.pids.exhausted() {
 				pidsFull, crashed = true, true
+			}
+			if capOut.ended() && capErr.ended() {
+				// The code ended (the nonces came) but the driver has not said done.
+				if nonceSeen.IsZero() {
+					nonceSeen = time.Now()
+				} else if time.Since(nonceSeen) > doneAfterNonce {
+					violation, crashed = fmt.Sprintf("it ended the output but sent no done event within %s", doneAfterNonce), true
+				}
 			}
 		case <-timeoutC:
 			beginInterrupt(execproto.StatusTimeout)
@@ -146,20 +166,9 @@ wait:
 		}
 	}
 
-	if done != nil {
-		// All output written before the end is in the pipes ahead of the nonces.
-		waitFound(capOut, capErr, 5*time.Second)
-		res.Status = done.Status
-		res.Result = done.Result
-		res.Error = done.Error
-		if done.Outputs != nil {
-			res.Outputs = done.Outputs
-		}
-		if done.Status == execproto.StatusInterrupted && reason == execproto.StatusTimeout {
-			res.Status = execproto.StatusTimeout
-			res.Message = fmt.Sprintf("the code ran past its timeout of %s and was interrupted; the session's state is kept", time.Duration(j.req.TimeoutMs)*time.Millisecond)
-		}
-		a.sched.ran(seq, done.Changed == nil || *done.Changed)
+	// The state after an execution that ran: the snapshot that follows it, per the policy.
+	stateAfter := func(changed bool) {
+		a.sched.ran(seq, changed)
 		switch {
 		case a.cfg.SnapshotPolicy != "every":
 			res.State = &history.State{Status: "off"}
@@ -177,7 +186,33 @@ wait:
 				res.State = &history.State{Status: "pending", Message: "saved by the next snapshot, after the one being written"}
 			}
 		}
-	} else {
+	}
+
+	switch {
+	case driverErr != nil:
+		// The driver is alive and answering, but its handler failed: the code may or may not
+		// have run, so the state may have changed.
+		waitFound(capOut, capErr, 500*time.Millisecond)
+		msg := driverErr.errorText()
+		res.Status = execproto.StatusError
+		res.Error = &history.Error{Name: "DriverError", Value: msg}
+		res.Message = "the interpreter's driver failed on this execution: " + msg + "; the session goes on"
+		stateAfter(true)
+	case done != nil:
+		// All output written before the end is in the pipes ahead of the nonces.
+		waitFound(capOut, capErr, 5*time.Second)
+		res.Status = done.Status
+		res.Result = done.Result
+		res.Error = done.execError()
+		if done.Outputs != nil {
+			res.Outputs = done.Outputs
+		}
+		if done.Status == execproto.StatusInterrupted && reason == execproto.StatusTimeout {
+			res.Status = execproto.StatusTimeout
+			res.Message = fmt.Sprintf("the code ran past its timeout of %s and was interrupted; the session's state is kept", time.Duration(j.req.TimeoutMs)*time.Millisecond)
+		}
+		stateAfter(done.Changed == nil || *done.Changed)
+	default:
 		// Crashed, killed after the grace, or the container is going away.
 		time.Sleep(50 * time.Millisecond) // let the readers take what the pipes still hold
 		capOut.flushHeld()
@@ -195,6 +230,10 @@ wait:
 		case reason == execproto.StatusInterrupted:
 			res.Status = execproto.StatusInterrupted
 			why = fmt.Sprintf("the code did not stop within %s of the interrupt; the interpreter was restarted", a.cfg.Grace)
+		case violation != "" && k.alive():
+			res.Status = execproto.StatusCrashed
+			k.kill()
+			why = "the interpreter's driver stopped following the kernel protocol (" + violation + "); it was killed"
 		default:
 			res.Status = execproto.StatusCrashed
 			if k.alive() {
@@ -212,8 +251,6 @@ wait:
 		res.Message = why + "; state brought back to " + describeState(info)
 		res.State = &history.State{Status: "restored", Snapshot: info.Snapshot, RestoredTo: &restoredTo, Message: res.Message}
 		res.Restored = restoredInfo
-		msg := "[runtimectl: " + res.Message + "]\n"
-		errs.lim.write([]byte(msg))
 		if res.Status == execproto.StatusCrashed {
 			res.Error = &history.Error{Name: "KernelDied", Value: why}
 		}
@@ -248,6 +285,10 @@ wait:
 	a.ensureReserve()
 }
 
+// doneAfterNonce is how long a driver may take to send its done event once the code's output
+// has ended with the nonces; past it the driver is taken for broken and restarted.
+const doneAfterNonce = 5 * time.Second
+
 // base64Above is the size from which code also travels to the driver as "code_b64": the bash
 // driver decodes JSON escapes in pure bash, which slows down with many escapes in large code,
 // while base64 costs it a fork and exec of base64(1) (about 4 ms in a session container), too
@@ -260,14 +301,21 @@ func needsBase64(code string) bool {
 	return len(code) >= base64Above || !utf8.ValidString(code) || strings.IndexByte(code, 0) >= 0
 }
 
+// waitFound waits until both captures have seen the nonce, at most limit in all; a capture that
+// has not by then delivers what it held back.
 func waitFound(a, b *capture, limit time.Duration) {
 	t := time.NewTimer(limit)
 	defer t.Stop()
+	expired := false
 	for _, c := range []*capture{a, b} {
-		select {
-		case <-c.found:
-		case <-t.C:
-			c.flushHeld()
+		if !expired {
+			select {
+			case <-c.found:
+				continue
+			case <-t.C:
+				expired = true
+			}
 		}
+		c.flushHeld()
 	}
 }

@@ -23,7 +23,7 @@ type kernelEvent struct {
 	PID      int                 `json:"pid"`
 	Status   string              `json:"status"`
 	Result   *string             `json:"result"`
-	Error    *history.Error      `json:"error"`
+	Error    json.RawMessage     `json:"error"` // an object in done events, a string in error events
 	Outputs  []history.Output    `json:"outputs"`
 	Changed  *bool               `json:"changed"`
 	Restored []string            `json:"restored"`
@@ -31,6 +31,38 @@ type kernelEvent struct {
 	Info     map[string]string   `json:"info"`
 	Message  string              `json:"message"`
 	raw      []byte
+}
+
+// opInvalid is the op of the event that stands for a line a driver wrote that is not a JSON
+// object: a protocol violation.
+const opInvalid = "invalid"
+
+// execError returns the error of a done event: what the code raised, or nil.
+func (ev *kernelEvent) execError() *history.Error {
+	if len(ev.Error) == 0 || string(ev.Error) == "null" {
+		return nil
+	}
+	var e history.Error
+	if err := json.Unmarshal(ev.Error, &e); err != nil {
+		return &history.Error{Name: "DriverError", Value: ev.errorText()}
+	}
+	return &e
+}
+
+// errorText returns the message of an error event, whichever field the driver put it in
+// (bash spells it "message", the others "error").
+func (ev *kernelEvent) errorText() string {
+	var s string
+	if len(ev.Error) > 0 && json.Unmarshal(ev.Error, &s) == nil && s != "" {
+		return s
+	}
+	if ev.Message != "" {
+		return ev.Message
+	}
+	if len(ev.Error) > 0 && string(ev.Error) != "null" {
+		return string(ev.Error)
+	}
+	return "the driver reported an error without a message"
 }
 
 // kernel is one running interpreter process and the agent's ends of its pipes.
@@ -124,8 +156,11 @@ func startKernel(cfg Config, restore *os.File, readyTimeout time.Duration) (*ker
 	go k.readEvents(evR)
 	go func() {
 		k.waitErr = cmd.Wait()
-		outR.Close()
-		errR.Close()
+		// What the interpreter wrote before it ended is still in the pipes: let the readers take
+		// it, without waiting on processes that it left holding the pipes' write ends.
+		stop := time.Now().Add(200 * time.Millisecond)
+		_ = outR.SetReadDeadline(stop)
+		_ = errR.SetReadDeadline(stop)
 		close(k.exited)
 	}()
 
@@ -175,7 +210,8 @@ func (k *kernel) readEvents(r *os.File) {
 		line := sc.Bytes()
 		var ev kernelEvent
 		if err := json.Unmarshal(line, &ev); err != nil {
-			continue // a driver bug; the agent's timeouts cover a missing event
+			// A driver bug: said to whoever waits for the driver, which treats it as a crash.
+			ev = kernelEvent{Op: opInvalid, Message: fmt.Sprintf("a line on its event pipe is not a JSON event (%v): %.200q", err, line)}
 		}
 		ev.raw = append([]byte(nil), line...)
 		k.events <- ev
@@ -196,6 +232,17 @@ func (k *kernel) send(req map[string]any) error {
 // code started in the foreground or background (snapshot writers have their own group).
 func (k *kernel) signal(sig syscall.Signal) {
 	_ = syscall.Kill(-k.pid, sig)
+}
+
+// exitsSoon reports whether the interpreter has exited or exits within a moment: when its event
+// pipe closes, to tell a death from a driver that closed the pipe and lives on.
+func (k *kernel) exitsSoon() bool {
+	select {
+	case <-k.exited:
+		return true
+	case <-time.After(500 * time.Millisecond):
+		return false
+	}
 }
 
 func (k *kernel) alive() bool {

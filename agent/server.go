@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/runtimectl/runtimectl/execproto"
@@ -49,6 +50,10 @@ func (a *Agent) serveConn(c io.ReadWriteCloser) {
 	if err != nil {
 		return
 	}
+	// The connection's jobs that have not finished, for its interrupt frames. Each job takes
+	// itself out when it ends, so a connection that runs any number of requests keeps only
+	// those still queued or running.
+	var mu sync.Mutex
 	mine := map[uint32]*job{}
 	for {
 		f, err := sc.Next()
@@ -57,7 +62,10 @@ func (a *Agent) serveConn(c io.ReadWriteCloser) {
 		}
 		switch f.Type {
 		case execproto.TypeInterrupt:
-			if j := mine[f.ID]; j != nil {
+			mu.Lock()
+			j := mine[f.ID]
+			mu.Unlock()
+			if j != nil {
 				j.stop()
 			}
 		case execproto.TypeRequest:
@@ -76,14 +84,21 @@ func (a *Agent) serveConn(c io.ReadWriteCloser) {
 				_ = sc.SendJSON(execproto.TypeReply, f.ID, map[string]bool{"interrupted": ok})
 			case execproto.OpExec, execproto.OpSnapshot, execproto.OpDrain, execproto.OpRestore, execproto.OpVars:
 				j := &job{req: req, conn: sc, id: f.ID, interrupt: make(chan struct{})}
+				j.finished = func() {
+					mu.Lock()
+					if mine[j.id] == j {
+						delete(mine, j.id)
+					}
+					mu.Unlock()
+				}
+				mu.Lock()
+				mine[f.ID] = j
+				mu.Unlock()
 				if err := a.Enqueue(j); err != nil {
+					j.finished()
 					_ = sc.SendError(f.ID, "busy", err.Error())
 					continue
 				}
-				if len(mine) > 1024 {
-					mine = map[uint32]*job{}
-				}
-				mine[f.ID] = j
 			default:
 				_ = sc.SendError(f.ID, "bad_request", fmt.Sprintf("unknown operation %q", req.Op))
 			}
