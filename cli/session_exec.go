@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -142,19 +141,31 @@ func execRun(ctx context.Context, o *ExecOptions) error {
 		if res.Result != nil {
 			fmt.Fprintln(o.F.IO.Out, *res.Result)
 		}
-		for _, out := range res.Outputs {
-			fmt.Fprintf(errw, "runtimectl: %s saved: %s\n", out.Mime, out.Path)
-		}
-		if res.State != nil && res.State.Status == "failed" {
-			fmt.Fprintf(errw, "runtimectl: warning: %s\n", res.State.Message)
-		}
-		if res.Status == execproto.StatusTimeout || (res.Status == execproto.StatusCrashed && !strings.Contains(res.Stderr, "[runtimectl:")) {
-			if res.Message != "" {
-				fmt.Fprintln(errw, "runtimectl: "+res.Message)
-			}
-		}
+		reportOutcome(errw, res)
 	}
 	return statusExit(res.Status)
+}
+
+// reportOutcome says on w (stderr) what the result carries beyond the code's output: rich
+// outputs saved, a snapshot that failed, and why the execution ended as it did when the runtime
+// ended it (a timeout, a crash, a restart). The reason comes from the result, never from the
+// output: user output can contain anything, and a flood can be cut before it.
+func reportOutcome(w io.Writer, res *session.Result) {
+	for _, out := range res.Outputs {
+		fmt.Fprintf(w, "runtimectl: %s saved: %s\n", out.Mime, out.Path)
+	}
+	if res.State != nil && res.State.Status == "failed" {
+		fmt.Fprintf(w, "runtimectl: warning: %s\n", res.State.Message)
+	}
+	if res.Message == "" {
+		return
+	}
+	switch {
+	case res.Status == execproto.StatusTimeout, res.Status == execproto.StatusCrashed,
+		res.Status == execproto.StatusInterrupted,
+		res.Error != nil && res.Error.Name == "DriverError":
+		fmt.Fprintln(w, "runtimectl: "+res.Message)
+	}
 }
 
 func statusExit(status string) error {

@@ -25,7 +25,7 @@ type Info struct {
 	State      string    `json:"state"` // running, exited, created, removed (volume only)
 	Image      string    `json:"image"`
 	Created    time.Time `json:"created"`
-	Executions int64     `json:"executions"` // -1 when unknown
+	Executions int64     `json:"executions"` // the latest execution's seq (see executions); -1 when unknown
 	LastExec   string    `json:"last_exec,omitempty"`
 }
 
@@ -91,7 +91,7 @@ func (c *Client) List(ctx context.Context) ([]Info, error) {
 				s := &Session{c: c, name: in.Name}
 				if err := s.connect(cctx); err == nil {
 					if st, err := s.Status(cctx); err == nil {
-						in.Executions = st.NextSeq - 1
+						in.Executions = executions(st.NextSeq)
 						in.LastExec = st.LastExec
 					}
 					s.Close()
@@ -99,7 +99,7 @@ func (c *Client) List(ctx context.Context) ([]Info, error) {
 				return
 			}
 			if execs, _, err := c.readHistory(cctx, in.Name); err == nil {
-				in.Executions = int64(len(execs))
+				in.Executions = executions(nextSeq(execs))
 				if n := len(execs); n > 0 {
 					in.LastExec = execs[n-1].Started.Add(time.Duration(execs[n-1].DurationMs * float64(time.Millisecond))).Format(time.RFC3339)
 				}
@@ -113,6 +113,21 @@ func (c *Client) List(ctx context.Context) ([]Info, error) {
 	}
 	sort.Slice(res, func(i, j int) bool { return res[i].Name < res[j].Name })
 	return res, nil
+}
+
+// executions is what `session ls` counts, the same way for running and stopped sessions: the
+// seq of the latest execution (seqs number a session's executions from 1, never repeat, and
+// go on across restarts; a fork's history starts at the seq of the snapshot it came from).
+func executions(nextSeq int64) int64 { return nextSeq - 1 }
+
+// nextSeq is the seq the agent would give the next execution of a history, as the history's
+// Log does when it opens the file.
+func nextSeq(execs []history.Execution) int64 {
+	var last int64
+	for _, e := range execs {
+		last = max(last, e.Seq)
+	}
+	return last + 1
 }
 
 // History returns the session's executions, oldest first, read from its volume (the session

@@ -27,6 +27,12 @@ type Session struct {
 	name string
 	lang string
 
+	// reconnect is held while the stream is reopened, so that goroutines that find it ended at
+	// the same moment open one stream between them, not one each.
+	reconnect sync.Mutex
+	// start brings the session up and returns a handle with a live stream; nil means Start.
+	start func(ctx context.Context) (*Session, StartInfo, error)
+
 	mu   sync.Mutex
 	conn *execproto.Client
 	// hello is the agent's greeting on the current stream: after a restart it says what state
@@ -85,17 +91,19 @@ func (s *Session) connect(ctx context.Context) error {
 // client returns the live stream, reopening it (and starting the container) when it ended.
 // restarted is non-nil when the session had to be brought back.
 func (s *Session) client(ctx context.Context) (*execproto.Client, *RestoreInfo, error) {
-	s.mu.Lock()
-	conn := s.conn
-	s.mu.Unlock()
-	if conn != nil {
-		select {
-		case <-conn.Done():
-		default:
-			return conn, nil, nil
-		}
+	if conn := s.live(); conn != nil {
+		return conn, nil, nil
 	}
-	ns, info, err := s.c.Start(ctx, Spec{Name: s.name})
+	s.reconnect.Lock()
+	defer s.reconnect.Unlock()
+	if conn := s.live(); conn != nil {
+		return conn, nil, nil // another goroutine reopened it while this one waited
+	}
+	start := s.start
+	if start == nil {
+		start = func(ctx context.Context) (*Session, StartInfo, error) { return s.c.Start(ctx, Spec{Name: s.name}) }
+	}
+	ns, info, err := start(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -108,6 +116,22 @@ func (s *Session) client(ctx context.Context) (*execproto.Client, *RestoreInfo, 
 		s.mu.Unlock()
 	}
 	return ns.conn, nil, nil
+}
+
+// live returns the stream when it is open, else nil.
+func (s *Session) live() *execproto.Client {
+	s.mu.Lock()
+	conn := s.conn
+	s.mu.Unlock()
+	if conn == nil {
+		return nil
+	}
+	select {
+	case <-conn.Done():
+		return nil
+	default:
+		return conn
+	}
 }
 
 // Close closes the stream; the session goes on running.
