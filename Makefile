@@ -29,8 +29,8 @@ demo: images ## the main job: build the images, start a session, run code in it
 	bin/runtimectl session ls
 	@echo "the session '$(DEMO)' is running: try bin/runtimectl session exec $(DEMO) 'df'; remove it with bin/runtimectl session rm $(DEMO) --force"
 
-test: images ## every test, unit and integration (needs Docker; builds the images from the Dockerfiles)
-	$(GO) vet ./...
+test: images ## lint, then every test, unit and integration (needs Docker; builds the images from the Dockerfiles)
+	$(MAKE) lint
 	$(GO) test -count=1 -timeout 40m ./...
 	$(MAKE) fuzz FUZZTIME=30000x
 
@@ -56,15 +56,15 @@ soak: base-image ## the long durability test: repeated docker kill during execut
 bench: build base-image ## the benchmarks side by side; writes bench/results.json
 	$(GO) run ./bench/cmd/benchrun -out bench/results.json
 
-lint: ## go vet and gofmt
+lint: tidy-check ## go vet, gofmt, and go.mod tidy
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
 fmt: ## gofmt the tree
 	gofmt -w $$(git ls-files '*.go')
 
-tidy-check: ## go.mod and go.sum are tidy
-	$(GO) mod tidy && git diff --exit-code go.mod go.sum
+tidy-check: ## go.mod and go.sum are tidy (changes nothing; prints what tidy would change)
+	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 
 clean: ## remove build outputs
 	rm -rf bin
