@@ -1,5 +1,5 @@
-// Package cli is the runtimectl command line: one file per verb, grouped by noun
-// (session_exec.go, image_build.go, ...). Each command is an Options struct (flag values, IO
+// Package cli is the runtimectl command line: one file per noun or verb (session_exec.go,
+// session_start.go, session_state.go, image.go, volume.go, ...). Each command is an Options struct (flag values, IO
 // streams, a lazy function returning the engine client), a NewCmdX function and a run function.
 // Errors are printed once, by Main, and mapped to exit codes in one place (ExitCode), as
 // ../shared/cli.md says: 0 success, 1 the code failed, 2 usage, 124 timeout, 125 runtime

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -209,4 +208,3 @@ func newCmdVars(f *Factory) *cobra.Command {
 	return c
 }
 
-var _ = context.Background

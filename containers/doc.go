@@ -5,5 +5,7 @@
 // It is one of the three packages (with images and volumes) that import the Docker SDK. Its
 // exported types are the project's own, so that a second backend can stand beside Docker
 // without touching the session package or the commands. It defines the subset of the Docker
-// client it uses (API) so that unit tests can use small fakes.
+// client it uses (API), so that the package's dependence on the SDK is visible in one place;
+// what needs no engine (error classification) has unit tests, and the rest is tested on a real
+// engine by the integration tests of session and cli.
 package containers

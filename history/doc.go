@@ -6,9 +6,12 @@
 // when an execution begins, an "end" record when it finishes, and later
 // "state" records (what became of the interpreter state: snapshot saved,
 // failed, restored after a crash) and "note" records. Each line is one
-// JSON object with a "schema" field; every line is written with one write
-// call and fsynced, so a crash can only leave a torn last line, which
-// [Open] repairs.
+// JSON object with a "schema" field, written with one write call, so a
+// crash can only leave a torn last line, which [Open] repairs. [Log.Append]
+// fsyncs each record; [Log.AppendNoSync] leaves the fsync to a later
+// [Log.Sync] (the agent writes an execution's records at once, before its
+// result is sent, and fsyncs them just after: a killed container loses
+// nothing, since the page cache is the host's).
 //
 // The controller reads the same file (copied out of the volume) with
 // [Parse], which merges the records of each execution into an [Execution],
