@@ -207,4 +207,3 @@ func newCmdVars(f *Factory) *cobra.Command {
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
-
