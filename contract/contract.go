@@ -1,0 +1,162 @@
+// Package contract is what the controller (session, cli) and the agent inside a session's
+// container agree on, defined once and imported by both sides: where things live in the
+// container and on the session's volume, the settings document the controller passes to the
+// agent and the agent keeps on the volume, the agent's command line, and the vocabulary of
+// statuses and policies that history records, protocol results and the CLI share.
+//
+// Changing a path or a name here changes it for both sides at once; the volume's layout is
+// versioned by the settings' Schema.
+//
+// Standard library only; it imports nothing of the project.
+package contract
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"time"
+)
+
+// Paths inside a session's container.
+const (
+	// Workspace is the session's working directory, the workspace volume's mount point.
+	Workspace = "/workspace"
+	// StateDir is the runtime's own directory (root, 0700): settings, history, snapshots.
+	StateDir = "/workspace/.runtimectl"
+	// Socket is the agent's unix socket, which `runtime-agent connect` joins.
+	Socket = "/run/runtimectl/agent.sock"
+	// AgentBinary is where the images put the agent.
+	AgentBinary = "/usr/local/bin/runtime-agent"
+)
+
+// Files and folders in StateDir.
+const (
+	SettingsFile = "session.json"  // the Settings, as the controller passed them
+	HistoryFile  = "history.jsonl" // the history (package history)
+	SnapshotsDir = "snapshots"     // snapshot manifests, ID + ".json" (package snapshot)
+	SnapdataDir  = "snapdata"      // snapshot data, ID + ".snap"
+	ReserveFile  = "reserve"       // room kept for the history on a full volume
+)
+
+// StatePath returns the absolute path of a file or folder of StateDir.
+func StatePath(name string) string { return path.Join(StateDir, name) }
+
+// SnapshotFiles returns the paths, relative to StateDir, of snapshot id's manifest and data.
+func SnapshotFiles(id string) (manifest, data string) {
+	return path.Join(SnapshotsDir, id+".json"), path.Join(SnapdataDir, id+".snap")
+}
+
+// The agent's command line.
+const (
+	// SettingsEnv is the environment variable that carries the Settings (JSON) to the agent.
+	SettingsEnv = "RUNTIMECTL_SETTINGS"
+	// AgentServe and AgentConnect are the agent's subcommands: the container's main process,
+	// and a client's private stream (run with docker exec).
+	AgentServe   = "serve"
+	AgentConnect = "connect"
+	// Flags of `runtime-agent serve`.
+	FlagLang    = "lang"
+	FlagState   = "state"
+	FlagWorkdir = "workdir"
+	FlagUID     = "uid"
+)
+
+// ConnectCommand is the argv the controller execs in a session's container to reach its agent.
+func ConnectCommand() []string { return []string{AgentBinary, AgentConnect} }
+
+// Status is how an execution ended (or that it is still running).
+type Status string
+
+// Execution statuses.
+const (
+	StatusRunning     Status = "running"     // a start record with no end (yet)
+	StatusOK          Status = "ok"          // ran to its end without error
+	StatusError       Status = "error"       // raised, or the last command failed
+	StatusTimeout     Status = "timeout"     // ran past its timeout and was interrupted
+	StatusInterrupted Status = "interrupted" // interrupted by the user
+	StatusCrashed     Status = "crashed"     // the interpreter (or the container) died during it
+)
+
+// StateStatus says what became of the interpreter's state after an execution.
+type StateStatus string
+
+// State statuses.
+const (
+	StateSaved     StateStatus = "saved"     // a snapshot of the state after the execution was written
+	StatePending   StateStatus = "pending"   // a snapshot is being written in the background
+	StateFailed    StateStatus = "failed"    // the snapshot could not be written
+	StateUnchanged StateStatus = "unchanged" // the execution provably changed nothing: no snapshot needed
+	StateOff       StateStatus = "off"       // snapshots are not taken automatically for the session
+	StateRestored  StateStatus = "restored"  // the interpreter died and an earlier state was brought back
+)
+
+// SnapshotPolicy says when the agent takes snapshots.
+type SnapshotPolicy string
+
+// Snapshot policies.
+const (
+	// SnapshotEvery takes one after every execution that ran code (it may have changed the
+	// state), in the background. The default.
+	SnapshotEvery SnapshotPolicy = "every"
+	// SnapshotManual takes one only when asked, and when the session is stopped with unsaved
+	// changes.
+	SnapshotManual SnapshotPolicy = "manual"
+)
+
+// ParseSnapshotPolicy returns the policy called s ("" is the default, every).
+func ParseSnapshotPolicy(s string) (SnapshotPolicy, error) {
+	switch p := SnapshotPolicy(s); p {
+	case "":
+		return SnapshotEvery, nil
+	case SnapshotEvery, SnapshotManual:
+		return p, nil
+	}
+	return "", fmt.Errorf("snapshot policy %q: use every or manual", s)
+}
+
+// SettingsSchema versions the settings document.
+const SettingsSchema = 1
+
+// Settings are what a session is made of. The controller records them on the session's volume
+// (a label) and passes them to the agent in SettingsEnv; the agent keeps them in
+// StateDir/SettingsFile. They hold again after stop and start and after the container is
+// removed by other means.
+type Settings struct {
+	Schema        int            `json:"schema"`
+	Session       string         `json:"session"`
+	Lang          string         `json:"lang"`
+	Image         string         `json:"image"`
+	Memory        int64          `json:"memory"` // bytes
+	CPUs          float64        `json:"cpus,omitempty"`
+	Pids          int64          `json:"pids"`
+	Network       string         `json:"network"`
+	Env           []string       `json:"env,omitempty"`
+	Snapshot      SnapshotPolicy `json:"snapshot"`
+	KeepSnapshots int            `json:"keep_snapshots"`
+	MaxOutput     int64          `json:"max_output,omitempty"`
+	Runtime       string         `json:"runtime,omitempty"`
+	IdleStop      string         `json:"idle_stop,omitempty"` // a duration: `session gc` stops the session after this long idle
+	Created       time.Time      `json:"created"`
+	// Read by the agent only, for tests and tuning; zero values take the agent's defaults.
+	GraceMs         int64 `json:"grace_ms,omitempty"`
+	SnapshotBudgetS int64 `json:"snapshot_budget_s,omitempty"`
+}
+
+// Encode returns the settings as JSON.
+func (s Settings) Encode() string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// DecodeSettings parses a settings document as the controller reads it back: session, lang and
+// image are required.
+func DecodeSettings(raw string) (Settings, error) {
+	var s Settings
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		return s, fmt.Errorf("decode session settings: %w", err)
+	}
+	if s.Session == "" || s.Lang == "" || s.Image == "" {
+		return s, fmt.Errorf("decode session settings: session, lang and image are required")
+	}
+	return s, nil
+}
