@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/snapshot"
@@ -71,11 +72,11 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	if len(cfg.Settings) > 0 {
-		if err := writeFileAtomic(filepath.Join(cfg.StateDir, "session.json"), cfg.Settings); err != nil {
+		if err := writeFileAtomic(filepath.Join(cfg.StateDir, contract.SettingsFile), cfg.Settings); err != nil {
 			return nil, fmt.Errorf("record session settings: %w", err)
 		}
 	}
-	log, err := history.Open(filepath.Join(cfg.StateDir, "history.jsonl"))
+	log, err := history.Open(filepath.Join(cfg.StateDir, contract.HistoryFile))
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +112,7 @@ func New(cfg Config) (*Agent, error) {
 		if err := a.record(history.Record{
 			Kind: history.KindEnd, Seq: r.Seq, Code: r.Code, Status: execproto.StatusCrashed, Started: r.Started,
 			Stderr: msg + "\n",
-			State:  &history.State{Status: "restored", Snapshot: info.Snapshot, RestoredTo: &restoredTo, Message: msg},
+			State:  &history.State{Status: contract.StateRestored, Snapshot: info.Snapshot, RestoredTo: &restoredTo, Message: msg},
 		}); err != nil {
 			msgs = append(msgs, err.Error()) // a full volume must not keep the session down
 		}
@@ -305,9 +306,9 @@ func (a *Agent) startSnapshotID(seq int64, id string) *inflight {
 func (a *Agent) finishSnapshot(r snapResult) {
 	prev := a.sched.savedID
 	s := a.sched.finish(r)
-	state := history.State{Status: "saved", Snapshot: r.id}
+	state := history.State{Status: contract.StateSaved, Snapshot: r.id}
 	if r.err != nil {
-		state = history.State{Status: "failed", Snapshot: r.id, Error: r.err.Error(),
+		state = history.State{Status: contract.StateFailed, Snapshot: r.id, Error: r.err.Error(),
 			Message: fmt.Sprintf("the state after execution %d was not saved: %v; the previous snapshot (%s) stays the latest; the next execution or `session stop` tries again", r.seq, r.err, orNone(prev))}
 	}
 	if r.err != nil {

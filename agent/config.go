@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/lang"
 )
 
@@ -22,8 +23,8 @@ type Config struct {
 	HistoryOutput int
 	// Grace is how long interrupted code has to stop before the kernel is killed and restarted.
 	Grace time.Duration
-	// SnapshotPolicy is "every" (after every execution that may have changed state) or "manual".
-	SnapshotPolicy string
+	// SnapshotPolicy is when snapshots are taken (default contract.SnapshotEvery).
+	SnapshotPolicy contract.SnapshotPolicy
 	KeepSnapshots  int
 	// SnapshotBudget bounds one snapshot write; a writer that takes longer is killed.
 	SnapshotBudget time.Duration
@@ -38,13 +39,13 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.StateDir == "" {
-		c.StateDir = "/workspace/.runtimectl"
+		c.StateDir = contract.StateDir
 	}
 	if c.Workdir == "" {
-		c.Workdir = "/workspace"
+		c.Workdir = contract.Workspace
 	}
 	if c.Socket == "" {
-		c.Socket = "/run/runtimectl/agent.sock"
+		c.Socket = contract.Socket
 	}
 	if c.MaxOutput <= 0 {
 		c.MaxOutput = 4 << 20
@@ -56,7 +57,7 @@ func (c *Config) setDefaults() {
 		c.Grace = 2 * time.Second
 	}
 	if c.SnapshotPolicy == "" {
-		c.SnapshotPolicy = "every"
+		c.SnapshotPolicy = contract.SnapshotEvery
 	}
 	if c.KeepSnapshots <= 0 {
 		c.KeepSnapshots = 10

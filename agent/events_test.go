@@ -25,7 +25,7 @@ func TestDriverErrorEventEndsTheExecution(t *testing.T) {
 		assert.Equal(t, "DriverError", r.Error.Name)
 		assert.Contains(t, r.Error.Value, text)
 		assert.Contains(t, r.Message, text)
-		assert.NotEqual(t, "unchanged", r.State.Status, "the code may have run")
+		assert.NotEqual(t, "unchanged", string(r.State.Status), "the code may have run")
 	}
 	assert.Equal(t, "kept", execStub(t, c, "get", 0).Stdout, "the same interpreter goes on")
 }
@@ -51,7 +51,7 @@ func TestDriverThatDiesOrStopsAnsweringIsRestarted(t *testing.T) {
 		assert.Contains(t, r.Message, "state brought back to execution 1", code)
 		assert.NotContains(t, r.Stderr, "[runtimectl:", "the reason is in the result, not the output")
 		require.NotNil(t, r.State)
-		assert.Equal(t, "restored", r.State.Status)
+		assert.Equal(t, "restored", string(r.State.Status))
 		assert.Equal(t, "before", execStub(t, c, "get", 0).Stdout, code)
 	}
 	for _, e := range historyOf(t, s) {

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/snapshot"
@@ -35,7 +36,7 @@ func (a *Agent) exec(ctx context.Context, j *job) {
 		notify(w) // e.g. the previous execution's snapshot failed after its result was sent
 	}
 	var recordErrs []string
-	if err := a.record(history.Record{Kind: history.KindStart, Seq: seq, Code: code, Status: "running", Started: started.UTC()}); err != nil {
+	if err := a.record(history.Record{Kind: history.KindStart, Seq: seq, Code: code, Status: contract.StatusRunning, Started: started.UTC()}); err != nil {
 		recordErrs = append(recordErrs, err.Error())
 	}
 	a.mu.Lock()
@@ -70,13 +71,13 @@ func (a *Agent) exec(ctx context.Context, j *job) {
 	defer k.stdout.set(nil)
 	defer k.stderr.set(nil)
 
-	res := &execproto.Result{Session: a.cfg.Session, Seq: seq, Outputs: []history.Output{}}
+	res := &execproto.Result{Session: a.cfg.Session, Seq: seq, Outputs: []execproto.Output{}}
 	var (
 		done         *kernelEvent
-		driverErr    *kernelEvent // the driver answered with an error event instead of done
-		violation    string       // how the driver broke the kernel protocol: treated as a crash
-		nonceSeen    time.Time    // when both streams had ended with no done event yet
-		reason       string       // "timeout" or "interrupted" once we interrupted the code
+		driverErr    *kernelEvent    // the driver answered with an error event instead of done
+		violation    string          // how the driver broke the kernel protocol: treated as a crash
+		nonceSeen    time.Time       // when both streams had ended with no done event yet
+		reason       contract.Status // timeout or interrupted once we interrupted the code
 		crashed      bool
 		pidsFull     bool // the container's pids limit stayed reached: everything was killed
 		restoredInfo *execproto.RestoreInfo
@@ -100,7 +101,7 @@ func (a *Agent) exec(ctx context.Context, j *job) {
 	}
 	interruptC := (<-chan struct{})(j.interrupt)
 	ctxDone := ctx.Done()
-	beginInterrupt := func(why string) {
+	beginInterrupt := func(why contract.Status) {
 		if reason != "" {
 			return
 		}
@@ -170,20 +171,20 @@ wait:
 	stateAfter := func(changed bool) {
 		a.sched.ran(seq, changed)
 		switch {
-		case a.cfg.SnapshotPolicy != "every":
-			res.State = &history.State{Status: "off"}
+		case a.cfg.SnapshotPolicy != contract.SnapshotEvery:
+			res.State = &execproto.State{Status: contract.StateOff}
 		case !a.sched.isDirty():
-			res.State = &history.State{Status: "unchanged", Snapshot: a.sched.savedID}
+			res.State = &execproto.State{Status: contract.StateUnchanged, Snapshot: a.sched.savedID}
 		default:
 			if a.sched.inflight == nil && a.k.alive() {
 				// Asked of the kernel right after the result is sent (below), before the next
 				// request: the result does not wait for the fork, the next execution does not
 				// overtake the snapshot.
 				snapID = snapshot.NewID(seq)
-				res.State = &history.State{Status: "pending", Snapshot: snapID}
+				res.State = &execproto.State{Status: contract.StatePending, Snapshot: snapID}
 			}
 			if res.State == nil {
-				res.State = &history.State{Status: "pending", Message: "saved by the next snapshot, after the one being written"}
+				res.State = &execproto.State{Status: contract.StatePending, Message: "saved by the next snapshot, after the one being written"}
 			}
 		}
 	}
@@ -195,7 +196,7 @@ wait:
 		waitFound(capOut, capErr, 500*time.Millisecond)
 		msg := driverErr.errorText()
 		res.Status = execproto.StatusError
-		res.Error = &history.Error{Name: "DriverError", Value: msg}
+		res.Error = &execproto.Error{Name: "DriverError", Value: msg}
 		res.Message = "the interpreter's driver failed on this execution: " + msg + "; the session goes on"
 		stateAfter(true)
 	case done != nil:
@@ -249,10 +250,10 @@ wait:
 		restoredInfo = &info
 		restoredTo := info.Seq
 		res.Message = why + "; state brought back to " + describeState(info)
-		res.State = &history.State{Status: "restored", Snapshot: info.Snapshot, RestoredTo: &restoredTo, Message: res.Message}
+		res.State = &execproto.State{Status: contract.StateRestored, Snapshot: info.Snapshot, RestoredTo: &restoredTo, Message: res.Message}
 		res.Restored = restoredInfo
 		if res.Status == execproto.StatusCrashed {
-			res.Error = &history.Error{Name: "KernelDied", Value: why}
+			res.Error = &execproto.Error{Name: "KernelDied", Value: why}
 		}
 	}
 
@@ -265,8 +266,8 @@ wait:
 		Kind: history.KindEnd, Seq: seq, Code: code, Status: res.Status,
 		Stdout: stdout, Stderr: stderr,
 		StdoutTruncated: stdoutCut + out.lim.dropped, StderrTruncated: stderrCut + errs.lim.dropped,
-		Result: res.Result, Error: res.Error, Outputs: res.Outputs,
-		Started: started.UTC(), DurationMs: res.DurationMs, State: res.State,
+		Result: res.Result, Error: (*history.Error)(res.Error), Outputs: historyOutputs(res.Outputs),
+		Started: started.UTC(), DurationMs: res.DurationMs, State: (*history.State)(res.State),
 	}); err != nil {
 		recordErrs = append(recordErrs, err.Error())
 	}
@@ -283,6 +284,15 @@ wait:
 		a.startSnapshotID(seq, snapID)
 	}
 	a.ensureReserve()
+}
+
+// historyOutputs returns the rich outputs of a result as the history records them.
+func historyOutputs(o []execproto.Output) []history.Output {
+	out := make([]history.Output, 0, len(o))
+	for _, x := range o {
+		out = append(out, history.Output(x))
+	}
+	return out
 }
 
 // doneAfterNonce is how long a driver may take to send its done event once the code's output

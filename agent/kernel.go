@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/execproto"
-	"github.com/runtimectl/runtimectl/history"
 )
 
 // kernelEvent is one JSON line that a driver writes on fd 4 (see docs/kernel-protocol.md).
@@ -21,10 +21,10 @@ type kernelEvent struct {
 	Op       string              `json:"op"`
 	ID       string              `json:"id"`
 	PID      int                 `json:"pid"`
-	Status   string              `json:"status"`
+	Status   contract.Status     `json:"status"`
 	Result   *string             `json:"result"`
 	Error    json.RawMessage     `json:"error"` // an object in done events, a string in error events
-	Outputs  []history.Output    `json:"outputs"`
+	Outputs  []execproto.Output  `json:"outputs"`
 	Changed  *bool               `json:"changed"`
 	Restored []string            `json:"restored"`
 	Failed   []execproto.Skipped `json:"failed"`
@@ -38,13 +38,13 @@ type kernelEvent struct {
 const opInvalid = "invalid"
 
 // execError returns the error of a done event: what the code raised, or nil.
-func (ev *kernelEvent) execError() *history.Error {
+func (ev *kernelEvent) execError() *execproto.Error {
 	if len(ev.Error) == 0 || string(ev.Error) == "null" {
 		return nil
 	}
-	var e history.Error
+	var e execproto.Error
 	if err := json.Unmarshal(ev.Error, &e); err != nil {
-		return &history.Error{Name: "DriverError", Value: ev.errorText()}
+		return &execproto.Error{Name: "DriverError", Value: ev.errorText()}
 	}
 	return &e
 }

@@ -37,7 +37,7 @@ func TestStubExecutesAndItsStateSurvivesARestart(t *testing.T) {
 	assert.Equal(t, execproto.StatusOK, r.Status)
 	assert.Equal(t, int64(1), r.Seq)
 	require.NotNil(t, r.State)
-	assert.Contains(t, []string{"pending", "saved"}, r.State.Status)
+	assert.Contains(t, []string{"pending", "saved"}, string(r.State.Status))
 	r = execStub(t, c, "get", 0)
 	assert.Equal(t, "hello", r.Stdout)
 	drain(t, c)
@@ -58,7 +58,7 @@ func TestDrainSnapshotsWhatAFailedSnapshotLeftUnsaved(t *testing.T) {
 	require.Equal(t, execproto.StatusOK, r.Status)
 	// The snapshot after it fails; an execution that changes nothing does not make it saved.
 	r = execStub(t, c, "noop", 0)
-	assert.NotEqual(t, "unchanged", r.State.Status, "the state is still not saved")
+	assert.NotEqual(t, "unchanged", string(r.State.Status), "the state is still not saved")
 	r = execStub(t, c, "mutate-fail kept", 0)
 	require.Equal(t, execproto.StatusError, r.Status)
 	st := drain(t, c)
@@ -76,7 +76,7 @@ func TestDrainSavesUnderTheManualPolicy(t *testing.T) {
 	s := startStub(t, cfg)
 	c := s.client(t)
 	r := execStub(t, c, "set manual", 0)
-	assert.Equal(t, "off", r.State.Status)
+	assert.Equal(t, "off", string(r.State.Status))
 	drain(t, c)
 	s = restart(t, s)
 	assert.Equal(t, "manual", execStub(t, s.client(t), "get", 0).Stdout)
@@ -90,7 +90,7 @@ func TestNothingToSaveMeansNoSnapshotOnDrain(t *testing.T) {
 	first := st.Snapshot
 	require.NotEmpty(t, first)
 	r := execStub(t, c, "noop", 0)
-	assert.Equal(t, "unchanged", r.State.Status)
+	assert.Equal(t, "unchanged", string(r.State.Status))
 	assert.Equal(t, first, drain(t, c).Snapshot, "a drain with nothing unsaved takes no snapshot")
 }
 

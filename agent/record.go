@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/history"
 )
 
@@ -17,7 +18,7 @@ const reserveSize = 2 << 20
 
 // reservePath is a file of zeros in the state directory; the agent removes it to write a history
 // record when the volume is full, and makes it again once there is room.
-func (a *Agent) reservePath() string { return filepath.Join(a.cfg.StateDir, "reserve") }
+func (a *Agent) reservePath() string { return filepath.Join(a.cfg.StateDir, contract.ReserveFile) }
 
 // ensureReserve (re)creates the reserve when it is missing and the volume has room for it and
 // more. It never fails: without a reserve, history writes only lose their safety net.

@@ -1,6 +1,10 @@
 package agent
 
-import "time"
+import (
+	"time"
+
+	"github.com/runtimectl/runtimectl/contract"
+)
 
 // scheduler is the snapshot bookkeeping, in one place: which state is saved, which is not,
 // and the one snapshot being written. The policy it carries out: every execution that ran user
@@ -9,7 +13,7 @@ import "time"
 // plain name); a state that may differ from the last good snapshot is "dirty" until a snapshot
 // taken after it is saved, whatever failed in between. It is owned by the agent's run loop.
 type scheduler struct {
-	policy string // "every" or "manual"
+	policy contract.SnapshotPolicy
 
 	// dirty is the latest execution whose effects no saved snapshot holds, 0 when the live
 	// state is the saved one. A snapshot that fails leaves it set.
@@ -37,7 +41,7 @@ func (s *scheduler) isDirty() bool { return s.dirty > 0 }
 // autoDue reports whether the automatic policy wants a snapshot now: something unsaved that has
 // not already failed, and none being written.
 func (s *scheduler) autoDue() bool {
-	return s.policy == "every" && s.inflight == nil && s.dirty > 0 && s.dirty != s.failed
+	return s.policy == contract.SnapshotEvery && s.inflight == nil && s.dirty > 0 && s.dirty != s.failed
 }
 
 // drainDue reports whether a drain (stop, gc, upgrade) must take a snapshot: anything unsaved,

@@ -151,7 +151,7 @@ func execOK(ctx context.Context, s *session.Session, code string, o session.Exec
 		return nil, err
 	}
 	if res.Status != "ok" {
-		msg := res.Status
+		msg := string(res.Status)
 		if res.Error != nil {
 			msg += ": " + res.Error.Name + ": " + res.Error.Value
 		}

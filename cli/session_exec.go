@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -168,7 +169,7 @@ func reportOutcome(w io.Writer, res *session.Result) {
 	}
 }
 
-func statusExit(status string) error {
+func statusExit(status contract.Status) error {
 	switch status {
 	case execproto.StatusOK:
 		return nil

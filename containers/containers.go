@@ -1,6 +1,8 @@
 package containers
 
 import (
+	"github.com/runtimectl/runtimectl/contract"
+
 	"context"
 	"errors"
 	"fmt"
@@ -95,7 +97,7 @@ func Name(session string) string { return Prefix + session }
 // config builds the container's configuration: the hardening lives here, in one place.
 func config(s Spec) (*container.Config, *container.HostConfig) {
 	env := append([]string{
-		"RUNTIMECTL_SETTINGS=" + s.Settings,
+		contract.SettingsEnv + "=" + s.Settings,
 		"PAGER=cat", "GIT_TERMINAL_PROMPT=0", "DEBIAN_FRONTEND=noninteractive",
 	}, s.Env...)
 	labels := map[string]string{LabelSession: s.Session, LabelLang: s.Lang, LabelSchema: Schema}

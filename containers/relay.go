@@ -1,6 +1,8 @@
 package containers
 
 import (
+	"github.com/runtimectl/runtimectl/contract"
+
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -13,7 +15,7 @@ import (
 )
 
 // AgentCommand is the relay that joins a client to the agent inside the container.
-var AgentCommand = []string{"/usr/local/bin/runtime-agent", "connect"}
+var AgentCommand = contract.ConnectCommand()
 
 // Dial opens a private duplex stream to the session's agent: a docker exec of the relay, with
 // its stdin and stdout as the stream. Closing the stream ends the relay; the agent goes on.

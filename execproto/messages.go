@@ -3,7 +3,7 @@ package execproto
 import (
 	"time"
 
-	"github.com/runtimectl/runtimectl/history"
+	"github.com/runtimectl/runtimectl/contract"
 )
 
 // Request operations.
@@ -18,14 +18,36 @@ const (
 	OpFiles     = "files"     // list the workspace's files, newest first; Reply FilesReply
 )
 
-// Statuses of an execution.
+// Statuses of an execution (defined once, in package contract).
 const (
-	StatusOK          = "ok"
-	StatusError       = "error"
-	StatusTimeout     = "timeout"
-	StatusInterrupted = "interrupted"
-	StatusCrashed     = "crashed"
+	StatusOK          = contract.StatusOK
+	StatusError       = contract.StatusError
+	StatusTimeout     = contract.StatusTimeout
+	StatusInterrupted = contract.StatusInterrupted
+	StatusCrashed     = contract.StatusCrashed
 )
+
+// Error is an exception raised by the code, or a failing status (bash), as it travels.
+type Error struct {
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	Traceback string `json:"traceback"`
+}
+
+// Output is a rich output of an execution, a file in the session's workspace.
+type Output struct {
+	Mime string `json:"mime"`
+	Path string `json:"path"`
+}
+
+// State says what became of the interpreter's state after an execution.
+type State struct {
+	Status     contract.StateStatus `json:"status"`
+	Snapshot   string               `json:"snapshot,omitempty"`
+	Error      string               `json:"error,omitempty"`
+	RestoredTo *int64               `json:"restored_to,omitempty"`
+	Message    string               `json:"message,omitempty"`
+}
 
 // Hello is the first frame of every connection, from the agent.
 type Hello struct {
@@ -55,18 +77,18 @@ type Request struct {
 // Stdout and Stderr are filled by the client from the streamed frames (capped); the agent's
 // Result frame leaves them empty.
 type Result struct {
-	Session    string           `json:"session"`
-	Seq        int64            `json:"seq"`
-	Status     string           `json:"status"`
-	Stdout     string           `json:"stdout"`
-	Stderr     string           `json:"stderr"`
-	Result     *string          `json:"result"`
-	Error      *history.Error   `json:"error"`
-	DurationMs float64          `json:"duration_ms"`
-	Outputs    []history.Output `json:"outputs"`
+	Session    string          `json:"session"`
+	Seq        int64           `json:"seq"`
+	Status     contract.Status `json:"status"`
+	Stdout     string          `json:"stdout"`
+	Stderr     string          `json:"stderr"`
+	Result     *string         `json:"result"`
+	Error      *Error          `json:"error"`
+	DurationMs float64         `json:"duration_ms"`
+	Outputs    []Output        `json:"outputs"`
 	// State says what became of the interpreter's state: the snapshot taken, pending or
 	// failed, and after a crash the execution it was brought back to.
-	State *history.State `json:"state,omitempty"`
+	State *State `json:"state,omitempty"`
 	// Restored is set when the state was brought back before this execution ran (the
 	// container or the interpreter had been restarted).
 	Restored *RestoreInfo `json:"restored,omitempty"`

@@ -89,7 +89,7 @@ func errorLine(e *Error) string {
 }
 
 func stateLine(s *State) string {
-	parts := []string{s.Status}
+	parts := []string{string(s.Status)}
 	if s.Snapshot != "" {
 		parts = append(parts, "snapshot "+s.Snapshot)
 	}

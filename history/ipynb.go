@@ -163,7 +163,7 @@ func cellFor(id string, e Execution, o ipynbOptions) nbCell {
 		ExecutionCount: &count,
 		ID:             id,
 		Metadata: nbCellMetadata{Runtimectl: nbRuntimectl{
-			Seq: e.Seq, Status: e.Status, DurationMs: e.DurationMs,
+			Seq: e.Seq, Status: string(e.Status), DurationMs: e.DurationMs,
 		}},
 		Outputs: []any{},
 		Source:  splitLines(e.Code),

@@ -1,6 +1,17 @@
 package history
 
-import "time"
+import (
+	"time"
+
+	"github.com/runtimectl/runtimectl/contract"
+)
+
+// Status is how an execution ended; StateStatus what became of the state after it. Both are
+// defined once, in package contract.
+type (
+	Status      = contract.Status
+	StateStatus = contract.StateStatus
+)
 
 // Schema is the version of the record format that this package writes and
 // reads. A record with a higher schema is reported, not guessed at.
@@ -24,22 +35,22 @@ const (
 
 // Execution statuses: the value of [Record].Status and [Execution].Status.
 const (
-	StatusRunning     = "running"     // start record with no end (yet)
-	StatusOK          = "ok"          // ran to its end without error
-	StatusError       = "error"       // raised, or the last command failed
-	StatusTimeout     = "timeout"     // ran past its timeout and was interrupted
-	StatusInterrupted = "interrupted" // interrupted by the user
-	StatusCrashed     = "crashed"     // the interpreter (or the container) died during it
+	StatusRunning     = contract.StatusRunning
+	StatusOK          = contract.StatusOK
+	StatusError       = contract.StatusError
+	StatusTimeout     = contract.StatusTimeout
+	StatusInterrupted = contract.StatusInterrupted
+	StatusCrashed     = contract.StatusCrashed
 )
 
 // State statuses: the value of [State].Status.
 const (
-	StateSaved     = "saved"     // a snapshot of the state after the execution was written
-	StatePending   = "pending"   // a snapshot is being written in the background
-	StateFailed    = "failed"    // the snapshot could not be written
-	StateUnchanged = "unchanged" // the execution cannot have changed the state: no snapshot needed
-	StateOff       = "off"       // snapshots are turned off for the session
-	StateRestored  = "restored"  // the interpreter died and an earlier state was brought back
+	StateSaved     = contract.StateSaved
+	StatePending   = contract.StatePending
+	StateFailed    = contract.StateFailed
+	StateUnchanged = contract.StateUnchanged
+	StateOff       = contract.StateOff
+	StateRestored  = contract.StateRestored
 )
 
 // Error is an exception raised by the code (Python), or the failing status
@@ -61,7 +72,7 @@ type Output struct {
 type State struct {
 	// Status is one of "saved", "pending", "failed", "unchanged", "off",
 	// "restored" (the State* constants).
-	Status string `json:"status"`
+	Status StateStatus `json:"status"`
 	// Snapshot is the id of the snapshot written (or restored).
 	Snapshot string `json:"snapshot,omitempty"`
 	// Error says why a snapshot failed.
@@ -82,7 +93,7 @@ type Record struct {
 	Seq    int64  `json:"seq"`    // the execution, from 1, never reused
 
 	Code   string `json:"code,omitempty"`   // the code as submitted
-	Status string `json:"status,omitempty"` // Status* constants
+	Status Status `json:"status,omitempty"` // Status* constants
 	Stdout string `json:"stdout,omitempty"` // captured, capped (see CapOutput)
 	Stderr string `json:"stderr,omitempty"` // captured, capped
 	// StdoutTruncated and StderrTruncated count the bytes dropped by the
@@ -106,7 +117,7 @@ type Record struct {
 type Execution struct {
 	Seq        int64     `json:"seq"`
 	Code       string    `json:"code"`
-	Status     string    `json:"status"` // "running" when there is no end record
+	Status     Status    `json:"status"` // "running" when there is no end record
 	Stdout     string    `json:"stdout"`
 	Stderr     string    `json:"stderr"`
 	Result     *string   `json:"result"`  // null when there is none

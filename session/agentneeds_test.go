@@ -29,7 +29,7 @@ func TestCopyBothWays(t *testing.T) {
 	r := run(t, s, `import os
 st = os.stat("data/sales.csv")
 (open("data/sales.csv").read(), st.st_uid, os.stat("data").st_uid, open("in/sub/x.txt").read(), os.stat("in/sub/x.txt").st_uid)`)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "('a,b\\n1,2\\n', 1000, 1000, 'x', 1000)", *r.Result, "copied files belong to the session's user")
 
 	// Out again: a file as a new name, a folder into an existing folder.
@@ -60,7 +60,7 @@ os.makedirs("trap", exist_ok=True)
 os.symlink("/etc/passwd", "trap/abs")
 os.symlink("../../canary", "trap/rel")
 os.link("/workspace/outputs", "trap/h") if False else None`)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	err := c.CopyFrom(ctx, s.Name(), "trap", dst)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "outside")
@@ -82,7 +82,7 @@ func TestFigureIsSavedListedAndCopiedOut(t *testing.T) {
 	c := testenv.Client(t)
 	s := testenv.Start(t, c, session.Spec{})
 	r := run(t, s, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3]); plt.title('t'); plt.show()")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	require.Len(t, r.Outputs, 1)
 	assert.Equal(t, "image/png", r.Outputs[0].Mime)
 	assert.True(t, strings.HasPrefix(r.Outputs[0].Path, "/workspace/outputs/"), r.Outputs[0].Path)
@@ -106,7 +106,7 @@ arr = np.zeros((3, 4))
 d = {"k": 1, "j": 2}
 def f(x): return x
 open("big.bin", "wb").write(b"0" * 100000)`)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	run(t, s, "1/0")
 	vars, err := s.Vars(testenv.Ctx(t, time.Minute))
 	require.NoError(t, err)
@@ -140,7 +140,7 @@ func TestRemoveExportKeepsExactlyTheMatchingFiles(t *testing.T) {
 os.makedirs("sub", exist_ok=True)
 for n in ["final_a.csv", "sub/final_b.csv", "tmp.csv", "report.pdf", "notes.txt"]:
     open(n, "w").write(n)`)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 
 	// A failing export removes nothing.
 	blocker := filepath.Join(t.TempDir(), "file")
@@ -148,7 +148,7 @@ for n in ["final_a.csv", "sub/final_b.csv", "tmp.csv", "report.pdf", "notes.txt"
 	_, err := c.RemoveExport(testenv.Ctx(t, time.Minute), s.Name(), true, session.ExportOptions{Dir: blocker, Keep: []string{"*"}})
 	require.Error(t, err)
 	r = run(t, s, "1")
-	assert.Equal(t, "ok", r.Status, "the session is still there")
+	assert.Equal(t, "ok", string(r.Status), "the session is still there")
 
 	dir := filepath.Join(t.TempDir(), "final")
 	n, err := c.RemoveExport(testenv.Ctx(t, time.Minute), s.Name(), true, session.ExportOptions{Dir: dir, Keep: []string{"final_*.csv", "report.pdf"}, History: true})

@@ -61,7 +61,7 @@ func (c *Client) Context(ctx context.Context, name string, o ContextOptions) (*S
 	}
 	start := max(0, len(execs)-o.Recent)
 	for _, e := range execs[start:] {
-		r := RecentExec{Seq: e.Seq, Status: e.Status, Code: clip(e.Code, 300)}
+		r := RecentExec{Seq: e.Seq, Status: string(e.Status), Code: clip(e.Code, 300)}
 		if e.Error != nil {
 			r.Error = clip(e.Error.Name+": "+e.Error.Value, 300)
 		}

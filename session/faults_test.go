@@ -56,14 +56,14 @@ func TestDockerKillDuringAnExecution(t *testing.T) {
 		t.Fatal("the caller was left hanging after docker kill")
 	}
 	require.NotNil(t, r)
-	assert.Equal(t, "crashed", r.Status)
+	assert.Equal(t, "crashed", string(r.Status))
 	assert.NotEmpty(t, r.Message)
 
 	r = run(t, s, "(before, 'after' in dir())")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "(1, False)", *r.Result, "the state before that execution")
 	e := execBySeq(t, historyOf(t, c, name), 2)
-	assert.Equal(t, "crashed", e.Status, "the history records the killed execution")
+	assert.Equal(t, "crashed", string(e.Status), "the history records the killed execution")
 	assert.Contains(t, e.Code, "time.sleep(120)")
 }
 
@@ -122,11 +122,11 @@ func TestControllerKilledMidExecution(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	e := execBySeq(t, historyOf(t, c, name), 2)
-	assert.Equal(t, "ok", e.Status)
+	assert.Equal(t, "ok", string(e.Status))
 	assert.Equal(t, "started\nfinished\n", e.Stdout)
 
 	r := run(t, s, "z")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "7", *r.Result, "the session stays usable, with the execution's effects")
 }
 
@@ -162,7 +162,7 @@ func TestHundredConcurrentExecutions(t *testing.T) {
 	for i := 0; i < n; i++ {
 		require.NoError(t, errs[i])
 		r := results[i]
-		require.Equal(t, "ok", r.Status, r.Stderr)
+		require.Equal(t, "ok", string(r.Status), r.Stderr)
 		assert.Equal(t, strings.Repeat(fmt.Sprintf("out-%d ", i), 100)+"\n", r.Stdout, "not mixed")
 		assert.Equal(t, fmt.Sprint(i), *r.Result)
 		_, dup := bySeq[r.Seq]
@@ -218,7 +218,7 @@ func TestQueueRunsInArrivalOrderAndRefusesPastItsBound(t *testing.T) {
 		case execproto.TypeResult:
 			var res execproto.Result
 			require.NoError(t, json.Unmarshal(f.Payload, &res))
-			require.Equal(t, "ok", res.Status, "request %d", f.ID)
+			require.Equal(t, "ok", string(res.Status), "request %d", f.ID)
 			_, dup := seqOf[f.ID]
 			require.False(t, dup, "two results for request %d", f.ID)
 			seqOf[f.ID] = res.Seq
@@ -275,11 +275,11 @@ func TestForkBombIsHeldByThePidsLimit(t *testing.T) {
 			before := startedAt(t, c, name)
 
 			r := execWith(t, s, tc.bomb, session.ExecOptions{Timeout: 5 * time.Second})
-			assert.Contains(t, []string{"ok", "timeout", "crashed"}, r.Status, r.Stderr)
+			assert.Contains(t, []string{"ok", "timeout", "crashed"}, string(r.Status), r.Stderr)
 
 			// The neighbour is not affected.
 			r = execWith(t, neighbour, "1 + 1", session.ExecOptions{Timeout: 30 * time.Second})
-			require.Equal(t, "ok", r.Status, r.Stderr)
+			require.Equal(t, "ok", string(r.Status), r.Stderr)
 			assert.Equal(t, "2", *r.Result)
 
 			// The session comes back: a new connection gets in, the code can fork (the checks
@@ -348,7 +348,7 @@ for name, size in (('fill', 1 << 20), ('fill2', 4096)):
         except OSError as e:
             err = str(e)
 err`, session.ExecOptions{OnNotice: func(m string) { notices = append(notices, m) }})
-	require.Equal(t, "ok", r.Status, "the execution's result is returned: %s", r.Stderr)
+	require.Equal(t, "ok", string(r.Status), "the execution's result is returned: %s", r.Stderr)
 	assert.Contains(t, *r.Result, "No space left on device")
 	assert.Len(t, r.Stdout, 600001)
 	assert.Contains(t, r.Message, "volume is full", "the failed history write is reported")
@@ -365,29 +365,29 @@ err`, session.ExecOptions{OnNotice: func(m string) { notices = append(notices, m
 		time.Sleep(200 * time.Millisecond)
 	}
 	assert.Contains(t, e.State.Error, "no space left on device")
-	assert.Equal(t, "ok", e.Status)
+	assert.Equal(t, "ok", string(e.Status))
 	assert.NotEmpty(t, e.Stdout, "the record of execution 2 was written")
 
 	// The next execution is told too.
 	notices = nil
 	r = execWith(t, s, "len(b)", session.ExecOptions{OnNotice: func(m string) { notices = append(notices, m) }})
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "16777216", *r.Result)
 	assert.Contains(t, strings.Join(notices, "\n"), "not saved")
 
 	// The previous snapshot stays loadable: a crash brings back the state after execution 1.
 	r = execWith(t, s, "import os\nos._exit(1)", session.ExecOptions{})
-	require.Equal(t, "crashed", r.Status)
+	require.Equal(t, "crashed", string(r.Status))
 	require.NotNil(t, r.State)
 	require.NotNil(t, r.State.RestoredTo)
 	assert.Equal(t, int64(1), *r.State.RestoredTo)
 	r = run(t, s, "(a, 'b' in dir())")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "(1, False)", *r.Result)
 
 	// Free the space: snapshots are saved again, and the reserve is back.
 	r = run(t, s, "import os\nos.remove('/workspace/fill'); os.remove('/workspace/fill2')\nc = 3")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	waitSaved(t, c, name, r.Seq)
 	st, err := c.Containers().Stat(testenv.Ctx(t, time.Minute), name, session.StateDir+"/reserve")
 	require.NoError(t, err)
@@ -453,7 +453,7 @@ func TestMalformedInputsAreErrorsNotPanics(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, st.KernelRestarts)
 	r := run(t, s, "kept")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "1", *r.Result, "the agent and its kernel are the same as before")
 
 	// Malformed history lines and a malformed manifest on the volume.
@@ -468,7 +468,7 @@ func TestMalformedInputsAreErrorsNotPanics(t *testing.T) {
 	assert.Equal(t, int64(1), info.Seq, "the good snapshot is used")
 	assert.NotEmpty(t, info.Messages, "the problems are reported")
 	r = run(t, s, "kept")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "1", *r.Result)
 	execs, problems, err := c.History(testenv.Ctx(t, time.Minute), name)
 	require.NoError(t, err)
@@ -554,7 +554,7 @@ except OSError:
 (resource.getrlimit(resource.RLIMIT_FSIZE)[0] > 0, resource.getrlimit(resource.RLIMIT_CORE), ro,
  cg('/sys/fs/cgroup/pids.max', '/sys/fs/cgroup/pids/pids.max'),
  cg('/sys/fs/cgroup/cpu.max', '/sys/fs/cgroup/cpu/cpu.cfs_quota_us'))`)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Regexp(t, `^\(True, \(0, 0\), True, \['100'\], \[('50000'|'50000', '100000')\]\)$`, *r.Result)
 
 	// --runtime is passed to the engine; one it does not have fails at once, clearly, and

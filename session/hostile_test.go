@@ -126,13 +126,13 @@ func TestTimeoutInterruptsAPythonLoop(t *testing.T) {
 	before := startedAt(t, c, s.Name())
 
 	r := execWith(t, s, "n = 0\nwhile True:\n    n += 1", session.ExecOptions{Timeout: time.Second})
-	assert.Equal(t, "timeout", r.Status, r.Stderr)
+	assert.Equal(t, "timeout", string(r.Status), r.Stderr)
 	assert.Contains(t, r.Message, "timeout")
 	require.NotNil(t, r.Error)
 	assert.Equal(t, "KeyboardInterrupt", r.Error.Name, "SIGINT became KeyboardInterrupt: the kernel was not restarted")
 
 	r = run(t, s, "(kept + 1, n > 0)")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "(42, True)", *r.Result, "earlier variables are intact, and so is what the loop did")
 	assert.Equal(t, before, startedAt(t, c, s.Name()), "the same container")
 	assert.Equal(t, "timeout", execBySeq(t, historyOf(t, c, s.Name()), 2).Status)
@@ -157,20 +157,20 @@ func TestTimeoutKillsCodeThatDoesNotStop(t *testing.T) {
 			before := startedAt(t, c, s.Name())
 
 			r := execWith(t, s, "lost = 1\n"+tc.code, session.ExecOptions{Timeout: time.Second})
-			assert.Equal(t, "timeout", r.Status, r.Stderr)
+			assert.Equal(t, "timeout", string(r.Status), r.Stderr)
 			assert.NotEmpty(t, r.Message)
 			require.NotNil(t, r.State)
 			if tc.killed {
-				assert.Equal(t, "restored", r.State.Status)
+				assert.Equal(t, "restored", string(r.State.Status))
 				assert.Contains(t, r.Message, "did not stop")
 				require.NotNil(t, r.State.RestoredTo)
 				assert.Equal(t, int64(1), *r.State.RestoredTo)
 			} else {
-				assert.NotEqual(t, "restored", r.State.Status, "interrupted, not killed")
+				assert.NotEqual(t, "restored", string(r.State.Status), "interrupted, not killed")
 			}
 
 			r = run(t, s, "kept + 1")
-			require.Equal(t, "ok", r.Status, r.Stderr)
+			require.Equal(t, "ok", string(r.Status), r.Stderr)
 			assert.Equal(t, "42", *r.Result, "earlier variables are intact")
 			assert.Equal(t, before, startedAt(t, c, s.Name()), "the interpreter was restarted inside the same container")
 		})
@@ -212,7 +212,7 @@ func TestInterruptFromAnotherConnection(t *testing.T) {
 				t.Fatal("the interrupted execution did not return")
 			}
 			require.NotNil(t, r)
-			assert.Equal(t, "interrupted", r.Status, r.Stderr)
+			assert.Equal(t, "interrupted", string(r.Status), r.Stderr)
 			assert.NotContains(t, r.Stdout, "not-reached")
 			if tc.lang == "python" {
 				require.NotNil(t, r.Error)
@@ -220,7 +220,7 @@ func TestInterruptFromAnotherConnection(t *testing.T) {
 			}
 
 			r = run(t, s, tc.check)
-			require.Equal(t, "ok", r.Status, r.Stderr)
+			require.Equal(t, "ok", string(r.Status), r.Stderr)
 			assertShows(t, tc.lang, tc.want, r)
 		})
 	}
@@ -235,17 +235,17 @@ func TestMemoryBombIsOutOfMemory(t *testing.T) {
 	before := startedAt(t, c, s.Name())
 
 	r := execWith(t, s, "hog = b'x' * (2 ** 30)", session.ExecOptions{})
-	assert.Equal(t, "crashed", r.Status)
+	assert.Equal(t, "crashed", string(r.Status))
 	assert.Contains(t, r.Message, "out of memory")
 	require.NotNil(t, r.State)
-	assert.Equal(t, "restored", r.State.Status)
+	assert.Equal(t, "restored", string(r.State.Status))
 
 	r = run(t, s, "(kept, 'hog' in dir())")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "(7, False)", *r.Result, "the state before the bomb is back")
 	assert.Equal(t, before, startedAt(t, c, s.Name()), "the same container")
 	e := execBySeq(t, historyOf(t, c, s.Name()), 2)
-	assert.Equal(t, "crashed", e.Status)
+	assert.Equal(t, "crashed", string(e.Status))
 }
 
 // --- the interpreter dies ----------------------------------------------------------------------
@@ -265,16 +265,16 @@ func TestInterpreterDeathRestartsItInTheSameContainer(t *testing.T) {
 			before := startedAt(t, c, s.Name())
 
 			r := execWith(t, s, tc.die, session.ExecOptions{})
-			assert.Equal(t, "crashed", r.Status)
+			assert.Equal(t, "crashed", string(r.Status))
 			assert.Contains(t, r.Message, tc.says)
 			require.NotNil(t, r.State)
-			assert.Equal(t, "restored", r.State.Status)
+			assert.Equal(t, "restored", string(r.State.Status))
 			require.NotNil(t, r.State.RestoredTo)
 			assert.Equal(t, int64(1), *r.State.RestoredTo, "the latest snapshot")
 			assert.Contains(t, r.Stderr, tc.says, "the person is told on stderr")
 
 			r = run(t, s, tc.check)
-			require.Equal(t, "ok", r.Status, r.Stderr)
+			require.Equal(t, "ok", string(r.Status), r.Stderr)
 			assertShows(t, tc.lang, tc.want, r)
 			assert.Equal(t, before, startedAt(t, c, s.Name()), "restarted inside the same container")
 			assert.Equal(t, "crashed", execBySeq(t, historyOf(t, c, s.Name()), 2).Status)
@@ -287,15 +287,15 @@ func TestSysExitIsAnOrdinaryError(t *testing.T) {
 	s := testenv.Start(t, c, session.Spec{})
 	run(t, s, "kept = 1")
 	r := run(t, s, "import sys\nsys.exit(4)")
-	assert.Equal(t, "error", r.Status)
+	assert.Equal(t, "error", string(r.Status))
 	require.NotNil(t, r.Error)
 	assert.Equal(t, "SystemExit", r.Error.Name)
 	r = run(t, s, "import sys\nsys.exit()")
-	assert.Equal(t, "error", r.Status)
+	assert.Equal(t, "error", string(r.Status))
 	r = run(t, s, "exit()")
-	assert.Equal(t, "error", r.Status)
+	assert.Equal(t, "error", string(r.Status))
 	r = run(t, s, "kept")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "1", *r.Result)
 }
 
@@ -323,13 +323,13 @@ func TestOutputFloodIsCapped(t *testing.T) {
 		s := testenv.Start(t, c, session.Spec{Memory: 4 << 30})
 		var streamed int64
 		r := execWith(t, s, "print('x' * 10**9)\n'done'", session.ExecOptions{OnStdout: func(p []byte) { streamed += int64(len(p)) }})
-		require.Equal(t, "ok", r.Status, r.Stderr)
+		require.Equal(t, "ok", string(r.Status), r.Stderr)
 		assert.Equal(t, "'done'", *r.Result)
 		checkCapped(t, r, 4<<20, streamed)
 		assert.Greater(t, r.StdoutTruncated, int64(900_000_000))
 
 		r = run(t, s, agentPeakRSS)
-		require.Equal(t, "ok", r.Status, r.Stderr)
+		require.Equal(t, "ok", string(r.Status), r.Stderr)
 		var kib int64
 		_, err := fmt.Sscan(*r.Result, &kib)
 		require.NoError(t, err, *r.Result)
@@ -343,7 +343,7 @@ func TestOutputFloodIsCapped(t *testing.T) {
 		var streamed int64
 		r := execWith(t, s, "yes", session.ExecOptions{Timeout: 2 * time.Second, MaxOutput: 1 << 20,
 			OnStdout: func(p []byte) { streamed += int64(len(p)) }})
-		assert.Equal(t, "timeout", r.Status)
+		assert.Equal(t, "timeout", string(r.Status))
 		checkCapped(t, r, 1<<20, streamed)
 		assert.Positive(t, r.StdoutTruncated)
 		r = run(t, s, "echo still here")
@@ -397,7 +397,7 @@ pass`
 				OnStdout: func(p []byte) { streamed = append(streamed, p...) },
 				OnStderr: func(p []byte) { streamedErr = append(streamedErr, p...) },
 			})
-			require.Equal(t, "ok", r.Status, r.Stderr)
+			require.Equal(t, "ok", string(r.Status), r.Stderr)
 			assert.Equal(t, []byte(wantOut), []byte(r.Stdout), "raw bytes, as written")
 			assert.Equal(t, []byte(wantOut), streamed)
 			assert.Equal(t, []byte(wantErr), []byte(r.Stderr))
@@ -462,7 +462,7 @@ func TestOutputThatLooksLikeTheProtocol(t *testing.T) {
 				code = fmt.Sprintf("cat %s; cat %s >&2; cat %s", path, path, path)
 			}
 			r := execWith(t, s, code, session.ExecOptions{})
-			require.Equal(t, "ok", r.Status, r.Stderr)
+			require.Equal(t, "ok", string(r.Status), r.Stderr)
 			if lang == "python" {
 				assert.Equal(t, "42", *r.Result)
 			}
@@ -471,7 +471,7 @@ func TestOutputThatLooksLikeTheProtocol(t *testing.T) {
 			assert.Nil(t, r.Error)
 			assert.Equal(t, int64(2), r.Seq)
 			r = run(t, s, map[string]string{"python": "'after'", "bash": "echo after"}[lang])
-			require.Equal(t, "ok", r.Status)
+			require.Equal(t, "ok", string(r.Status))
 			assert.Equal(t, int64(3), r.Seq)
 			assert.NotContains(t, r.Stdout, "crashed")
 		})
@@ -502,32 +502,32 @@ func TestStdinIsAtEOFAndNothingPrompts(t *testing.T) {
 		c := testenv.Client(t)
 		s := testenv.Start(t, c, session.Spec{})
 		r := execWith(t, s, "input('your name? ')", session.ExecOptions{Timeout: 30 * time.Second})
-		assert.Equal(t, "error", r.Status, "not a timeout: stdin is at EOF at once")
+		assert.Equal(t, "error", string(r.Status), "not a timeout: stdin is at EOF at once")
 		require.NotNil(t, r.Error)
 		assert.Equal(t, "EOFError", r.Error.Name)
 
 		r = execWith(t, s, "import getpass\ngetpass.getpass('password: ')", session.ExecOptions{Timeout: 30 * time.Second})
-		assert.Equal(t, "error", r.Status)
+		assert.Equal(t, "error", string(r.Status))
 		require.NotNil(t, r.Error)
 		assert.Equal(t, "EOFError", r.Error.Name)
 
 		r = execWith(t, s, "import sys\n(sys.stdin.read(), sys.stdin.isatty(), sys.stdout.isatty())", session.ExecOptions{Timeout: 30 * time.Second})
-		require.Equal(t, "ok", r.Status, r.Stderr)
+		require.Equal(t, "ok", string(r.Status), r.Stderr)
 		assert.Equal(t, "('', False, False)", *r.Result)
 
 		r = execWith(t, s, "help(len)", session.ExecOptions{Timeout: 30 * time.Second})
-		require.Equal(t, "ok", r.Status, r.Stderr)
+		require.Equal(t, "ok", string(r.Status), r.Stderr)
 		assert.Contains(t, r.Stdout, "len(obj", "the pager printed the text and did not wait")
 
 		r = run(t, s, "import os, subprocess\n(os.environ.get('PAGER'), os.environ.get('GIT_TERMINAL_PROMPT'), os.environ.get('DEBIAN_FRONTEND'), subprocess.run(['sh', '-c', 'echo $PAGER $GIT_TERMINAL_PROMPT $DEBIAN_FRONTEND'], capture_output=True, text=True).stdout)")
-		require.Equal(t, "ok", r.Status, r.Stderr)
+		require.Equal(t, "ok", string(r.Status), r.Stderr)
 		assert.Equal(t, `('cat', '0', 'noninteractive', 'cat 0 noninteractive\n')`, *r.Result)
 	})
 	t.Run("bash", func(t *testing.T) {
 		c := testenv.Client(t)
 		s := testenv.Start(t, c, session.Spec{Lang: "bash"})
 		r := execWith(t, s, "read -p 'name? ' name; echo \"rc=$?\"; cat; echo \"cat=$?\"", session.ExecOptions{Timeout: 30 * time.Second})
-		require.Equal(t, "ok", r.Status, r.Stderr)
+		require.Equal(t, "ok", string(r.Status), r.Stderr)
 		assert.Equal(t, "rc=1\ncat=0\n", r.Stdout)
 		r = run(t, s, "echo $PAGER $GIT_TERMINAL_PROMPT $DEBIAN_FRONTEND; [ -t 0 ] || echo no-tty")
 		assert.Equal(t, "cat 0 noninteractive\nno-tty\n", r.Stdout)
@@ -564,14 +564,14 @@ func TestBackgroundProcessDoesNotHoldTheExecution(t *testing.T) {
 			// The code returns at once: the execution must not wait for its children (a
 			// timeout status would say it did).
 			r := execWith(t, s, tc.start, session.ExecOptions{Timeout: 30 * time.Second})
-			require.Equal(t, "ok", r.Status, r.Stderr)
+			require.Equal(t, "ok", string(r.Status), r.Stderr)
 			assert.Contains(t, r.Stdout, "started")
 			assert.Equal(t, tc.want1, countUntil(t, s, tc.count, tc.want1), "both children run in the background")
 
 			// A restart of the interpreter ends every process it left behind, in its process
 			// group or not.
 			r = execWith(t, s, tc.die, session.ExecOptions{})
-			require.Equal(t, "crashed", r.Status)
+			require.Equal(t, "crashed", string(r.Status))
 			assert.Equal(t, tc.want0, countUntil(t, s, tc.count, tc.want0), "the children were killed with the interpreter")
 		})
 	}
@@ -584,7 +584,7 @@ func countUntil(t *testing.T, s *session.Session, code, want string) string {
 	var got string
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		r := execWith(t, s, code, session.ExecOptions{Timeout: 30 * time.Second})
-		require.Equal(t, "ok", r.Status, r.Stderr)
+		require.Equal(t, "ok", string(r.Status), r.Stderr)
 		got = r.Stdout
 		if r.Result != nil {
 			got = *r.Result

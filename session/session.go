@@ -13,8 +13,50 @@ import (
 	"github.com/runtimectl/runtimectl/history"
 )
 
-// Result is the end of an execution: the fields of `runtimectl session exec --json`.
-type Result = execproto.Result
+// Result is the end of an execution: the fields of `runtimectl session exec --json`. It is the
+// library's own model, not the protocol's frame; newResult fills it, in one place.
+type Result struct {
+	Session    string           `json:"session"`
+	Seq        int64            `json:"seq"`
+	Status     history.Status   `json:"status"`
+	Stdout     string           `json:"stdout"`
+	Stderr     string           `json:"stderr"`
+	Result     *string          `json:"result"`
+	Error      *history.Error   `json:"error"`
+	DurationMs float64          `json:"duration_ms"`
+	Outputs    []history.Output `json:"outputs"`
+	// State says what became of the interpreter's state: the snapshot taken, pending or
+	// failed, and after a crash the execution it was brought back to.
+	State *history.State `json:"state,omitempty"`
+	// Restored is set when the state was brought back before this execution ran (the
+	// container or the interpreter had been restarted).
+	Restored *RestoreInfo `json:"restored,omitempty"`
+	// Message explains a crash, a timeout or a restart in one line: the CLI prints it from
+	// here, never by looking into the output.
+	Message string `json:"message,omitempty"`
+	// StdoutTruncated and StderrTruncated count output bytes not delivered past the cap.
+	StdoutTruncated int64 `json:"stdout_truncated,omitempty"`
+	StderrTruncated int64 `json:"stderr_truncated,omitempty"`
+}
+
+// newResult is the Result of an execution from the agent's result frame and the output that
+// was streamed.
+func newResult(session string, w *execproto.Result, stdout, stderr []byte, restored *RestoreInfo) *Result {
+	r := &Result{
+		Session: session, Seq: w.Seq, Status: w.Status, Stdout: string(stdout), Stderr: string(stderr),
+		Result: w.Result, Error: (*history.Error)(w.Error), DurationMs: w.DurationMs,
+		Outputs: make([]history.Output, 0, len(w.Outputs)), State: (*history.State)(w.State),
+		Restored: w.Restored, Message: w.Message,
+		StdoutTruncated: w.StdoutTruncated, StderrTruncated: w.StderrTruncated,
+	}
+	for _, o := range w.Outputs {
+		r.Outputs = append(r.Outputs, history.Output(o))
+	}
+	if r.Restored == nil {
+		r.Restored = restored
+	}
+	return r
+}
 
 // RestoreInfo tells what state a session's interpreter started with.
 type RestoreInfo = execproto.RestoreInfo
@@ -203,34 +245,25 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 	}
 	req := execproto.Request{Code: code, TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput}
 	start := time.Now()
-	res, err := conn.Exec(ctx, req, h, o.Detach)
+	wire, err := conn.Exec(ctx, req, h, o.Detach)
 	if err != nil {
-		if errors.Is(err, execproto.ErrClosed) {
-			// The stream ended under us: the container (or its agent) died.
-			res = &Result{
-				Session: s.name, Status: execproto.StatusCrashed, Outputs: []history.Output{},
-				Message:    "the session's container stopped during the execution; the next execution brings it back with the state before this one",
-				Error:      &history.Error{Name: "ContainerDied", Value: "the session's container stopped during the execution"},
-				DurationMs: float64(time.Since(start).Microseconds()) / 1000,
-			}
-		} else {
+		if !errors.Is(err, execproto.ErrClosed) {
 			return nil, err
 		}
+		// The stream ended under us: the container (or its agent) died.
+		wire = &execproto.Result{
+			Status:     execproto.StatusCrashed,
+			Message:    "the session's container stopped during the execution; the next execution brings it back with the state before this one",
+			Error:      &execproto.Error{Name: "ContainerDied", Value: "the session's container stopped during the execution"},
+			DurationMs: float64(time.Since(start).Microseconds()) / 1000,
+		}
 	}
-	res.Session = s.name
-	if restored != nil && res.Restored == nil {
-		res.Restored = restored
-	}
+	res := newResult(s.name, wire, stdout, stderr, restored)
 	if res.Result != nil && o.OnResult != nil {
 		o.OnResult(*res.Result)
 	}
 	if res.Error != nil && o.OnError != nil {
 		o.OnError(*res.Error)
-	}
-	res.Stdout = string(stdout)
-	res.Stderr = string(stderr)
-	if res.Outputs == nil {
-		res.Outputs = []history.Output{}
 	}
 	return res, nil
 }

@@ -38,17 +38,17 @@ func TestPythonStateAcrossExecutions(t *testing.T) {
 	s := testenv.Start(t, c, session.Spec{})
 
 	r := run(t, s, `import pandas as pd; df = pd.DataFrame({"a": [1, 2, 3]})`)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Nil(t, r.Result)
 	assert.Equal(t, int64(1), r.Seq)
 
 	r = run(t, s, `df.a.sum()`)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	require.NotNil(t, r.Result)
 	assert.Equal(t, "6", *r.Result)
 
 	r = run(t, s, "x = 1\nprint(undefined)")
-	assert.Equal(t, "error", r.Status)
+	assert.Equal(t, "error", string(r.Status))
 	require.NotNil(t, r.Error)
 	assert.Equal(t, "NameError", r.Error.Name)
 	assert.Contains(t, r.Stderr, "NameError")
@@ -56,7 +56,7 @@ func TestPythonStateAcrossExecutions(t *testing.T) {
 	assert.NotContains(t, r.Error.Traceback, "kernel.py", "the traceback hides the driver")
 
 	r = run(t, s, `(x, int(df.a.sum()))`)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "(1, 6)", *r.Result, "variables assigned before the exception are kept")
 	assert.Equal(t, int64(4), r.Seq)
 }
@@ -71,7 +71,7 @@ subprocess.run(["echo", "from a subprocess"])
 os.system("echo from os.system")
 print("to stderr", file=sys.stderr)
 os.write(2, b"raw stderr\n")`)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	for _, want := range []string{"from print\n", "from os.write\n", "from a subprocess\n", "from os.system\n"} {
 		assert.Contains(t, r.Stdout, want)
 	}
@@ -95,7 +95,7 @@ func TestOutputIsStreamedBeforeTheEnd(t *testing.T) {
 		}})
 	require.NoError(t, err)
 	end := time.Now()
-	require.Equal(t, "ok", r.Status)
+	require.Equal(t, "ok", string(r.Status))
 	select {
 	case at := <-first:
 		// Order, not speed: the first line arrived before the code finished sleeping.
@@ -125,7 +125,7 @@ func TestConcurrentExecsEachGetTheirOwnResult(t *testing.T) {
 	for i := 0; i < n; i++ {
 		require.NoError(t, errs[i])
 		r := results[i]
-		require.Equal(t, "ok", r.Status, r.Stderr)
+		require.Equal(t, "ok", string(r.Status), r.Stderr)
 		assert.Equal(t, strings.Repeat(fmt.Sprintf("out-%d", i), 1000)+"\n", r.Stdout)
 		assert.Equal(t, fmt.Sprint(i*2), *r.Result)
 		assert.False(t, seen[r.Seq], "seq %d repeated", r.Seq)
@@ -140,16 +140,16 @@ func TestBashStateAcrossExecutions(t *testing.T) {
 	c := testenv.Client(t)
 	s := testenv.Start(t, c, session.Spec{Lang: "bash"})
 	r := run(t, s, `cd /tmp; X=41; f() { echo $((X+1)); }`)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	r = run(t, s, `pwd; f`)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "/tmp\n42\n", r.Stdout)
 	r = run(t, s, "echo out; echo err >&2; false")
-	assert.Equal(t, "error", r.Status)
+	assert.Equal(t, "error", string(r.Status))
 	assert.Equal(t, "out\n", r.Stdout)
 	assert.Equal(t, "err\n", r.Stderr)
 	r = run(t, s, "for i in 1 2 3; do\n  echo \"n=$i\"\ndone\ncat <<'EOF'\n$HOME `x` \\ \"q\"\nEOF")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "n=1\nn=2\nn=3\n$HOME `x` \\ \"q\"\n", r.Stdout)
 }
 
@@ -190,7 +190,7 @@ func TestHardeningIsVisibleInInspect(t *testing.T) {
 	}
 	// The kernel runs as the unprivileged user; the state directory is out of its reach.
 	r := run(t, s, "import os\n(os.getuid(), os.access('/workspace/.runtimectl', os.R_OK), os.access('/workspace', os.W_OK))")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "(1000, False, True)", *r.Result)
 	// No network by default.
 	r = run(t, s, "import socket\ntry:\n    socket.create_connection(('deb.debian.org', 80), timeout=3); ok = True\nexcept OSError:\n    ok = False\nok")

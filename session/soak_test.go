@@ -66,7 +66,7 @@ func TestSoak(t *testing.T) {
 		}
 		note := func(r *session.Result) {
 			if r != nil && r.Seq > 0 {
-				completed[r.Seq] = r.Status
+				completed[r.Seq] = string(r.Status)
 			}
 		}
 		switch mode {
@@ -94,7 +94,7 @@ func TestSoak(t *testing.T) {
 		case 1: // during the snapshot write that follows an execution
 			afterExec++
 			r := execWith(t, s, code, session.ExecOptions{})
-			require.Equal(t, "ok", r.Status, r.Stderr)
+			require.Equal(t, "ok", string(r.Status), r.Stderr)
 			note(r)
 			time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
 			listSaved()
@@ -102,7 +102,7 @@ func TestSoak(t *testing.T) {
 		case 2: // between executions, once the snapshot is saved: nothing may be lost
 			idle++
 			r := execWith(t, s, code, session.ExecOptions{})
-			require.Equal(t, "ok", r.Status, r.Stderr)
+			require.Equal(t, "ok", string(r.Status), r.Stderr)
 			note(r)
 			waitSaved(t, c, name, r.Seq)
 			listSaved()
@@ -136,14 +136,14 @@ func TestSoak(t *testing.T) {
 		codes := map[int64]string{}
 		for _, e := range execsList {
 			codes[e.Seq] = e.Code
-			require.NotEqual(t, "running", e.Status, "iteration %d: execution %d left running", i, e.Seq)
+			require.NotEqual(t, "running", string(e.Status), "iteration %d: execution %d left running", i, e.Seq)
 			require.Equal(t, 1, ends[e.Seq], "iteration %d: execution %d has %d end records", i, e.Seq, ends[e.Seq])
 		}
 		for seq, st := range completed {
 			require.Contains(t, codes, seq, "iteration %d: completed execution %d is not in the history", i, seq)
 			require.Equal(t, 1, ends[seq], "iteration %d: execution %d", i, seq)
 			e := execBySeq(t, execsList, seq)
-			require.Equal(t, st, e.Status, "iteration %d: execution %d", i, seq)
+			require.Equal(t, st, string(e.Status), "iteration %d: execution %d", i, seq)
 		}
 
 		// The state is the one after the restored snapshot's execution.
@@ -158,10 +158,10 @@ func TestSoak(t *testing.T) {
 		}
 		r := execWith(t, s, "(v, n)", session.ExecOptions{}) // inert: no snapshot follows it
 		if want == "NameError" {
-			require.Equal(t, "error", r.Status, "iteration %d", i)
+			require.Equal(t, "error", string(r.Status), "iteration %d", i)
 			require.Equal(t, "NameError", r.Error.Name)
 		} else {
-			require.Equal(t, "ok", r.Status, "iteration %d: %s", i, r.Stderr)
+			require.Equal(t, "ok", string(r.Status), "iteration %d: %s", i, r.Stderr)
 			require.Equal(t, want, *r.Result, "iteration %d: state after execution %d expected", i, info.Seq)
 		}
 		note(r)

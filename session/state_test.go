@@ -57,9 +57,9 @@ p = Point(3, -4)
 df = pd.DataFrame({"k": list(range(5))})
 sq = lambda v: v * v
 shared = [1, 2]; alias = shared`)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	require.NotNil(t, r.State)
-	assert.Contains(t, []string{"pending", "saved"}, r.State.Status)
+	assert.Contains(t, []string{"pending", "saved"}, string(r.State.Status))
 	tok := run(t, s, "token")
 	require.NotNil(t, tok.Result)
 
@@ -69,7 +69,7 @@ shared = [1, 2]; alias = shared`)
 	require.NotNil(t, s.Restored())
 	assert.Contains(t, s.Restored().Restored, "df")
 	r = run(t, s, "d = a + b + c\n(d, token, p.norm1(), int(df.k.sum()), sq(5), shared is alias)")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "(6, "+*tok.Result+", 7, 10, 25, True)", *r.Result)
 	waitSaved(t, c, name, r.Seq)
 
@@ -78,7 +78,7 @@ shared = [1, 2]; alias = shared`)
 	var notices []string
 	r, err := s.Exec(testenv.Ctx(t, 2*time.Minute), "d", session.ExecOptions{OnNotice: func(m string) { notices = append(notices, m) }})
 	require.NoError(t, err)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "6", *r.Result)
 	require.NotEmpty(t, notices, "the restart is reported")
 	assert.Contains(t, notices[0], "restored snapshot")
@@ -87,7 +87,7 @@ shared = [1, 2]; alias = shared`)
 	require.NoError(t, c.Containers().Remove(testenv.Ctx(t, time.Minute), name, true))
 	s = reopen(t, c, name)
 	r = run(t, s, "d")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "6", *r.Result)
 
 	// Seq numbers continue across restarts.
@@ -97,7 +97,7 @@ shared = [1, 2]; alias = shared`)
 	require.Len(t, execs, 5)
 	for i, e := range execs {
 		assert.Equal(t, int64(i+1), e.Seq)
-		assert.Equal(t, "ok", e.Status)
+		assert.Equal(t, "ok", string(e.Status))
 	}
 	assert.Equal(t, int64(5), r.Seq)
 }
@@ -110,25 +110,25 @@ func TestBashStateSurvivesStopAndKill(t *testing.T) {
 f() { echo $((X+1)); }
 alias ll='echo aliased'
 set -o pipefail; shopt -s nullglob`)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	check := "pwd; f; echo \"${arr[1]}\" \"${m[k]}\"; env | grep '^E='; ll; shopt -o pipefail | tr -s ' \\t' ' '; shopt nullglob | tr -s ' \\t' ' '"
 	want := "/tmp\n42\nb c v\nE=exported\naliased\npipefail on\nnullglob on\n"
 	r = run(t, s, check)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	require.Equal(t, want, r.Stdout)
 	waitSaved(t, c, name, 1)
 
 	require.NoError(t, c.Stop(testenv.Ctx(t, time.Minute), name))
 	s = reopen(t, c, name)
 	r = run(t, s, check)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, want, r.Stdout)
 
 	require.NoError(t, c.Containers().Kill(testenv.Ctx(t, time.Minute), name))
 	require.NoError(t, c.Containers().Remove(testenv.Ctx(t, time.Minute), name, true))
 	s = reopen(t, c, name)
 	r = run(t, s, check)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, want, r.Stdout)
 }
 
@@ -136,7 +136,7 @@ func TestRestoreRemovesLaterNames(t *testing.T) {
 	c := testenv.Client(t)
 	s := testenv.Start(t, c, session.Spec{})
 	r := run(t, s, "early = 1")
-	require.Equal(t, "ok", r.Status)
+	require.Equal(t, "ok", string(r.Status))
 	snap, err := s.Snapshot(testenv.Ctx(t, time.Minute))
 	require.NoError(t, err)
 	assert.Contains(t, snap.Kept, "early")
@@ -148,7 +148,7 @@ func TestRestoreRemovesLaterNames(t *testing.T) {
 	r = run(t, s, "early")
 	assert.Equal(t, "1", *r.Result)
 	r = run(t, s, "late")
-	assert.Equal(t, "error", r.Status)
+	assert.Equal(t, "error", string(r.Status))
 	assert.Equal(t, "NameError", r.Error.Name)
 
 	_, err = s.RestoreSnapshot(testenv.Ctx(t, time.Minute), "999-abcdef")
@@ -159,7 +159,7 @@ func TestUnpicklableVariableIsReportedWhileTheRestComeBack(t *testing.T) {
 	c := testenv.Client(t)
 	s := testenv.Start(t, c, session.Spec{})
 	r := run(t, s, "keep = {'a': [1, 2]}\ngen = (i for i in range(3))\nfh = open('/workspace/f.txt', 'w')")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	snap, err := s.Snapshot(testenv.Ctx(t, time.Minute))
 	require.NoError(t, err)
 	var skipped []string
@@ -174,7 +174,7 @@ func TestUnpicklableVariableIsReportedWhileTheRestComeBack(t *testing.T) {
 	require.NoError(t, c.Stop(testenv.Ctx(t, time.Minute), s.Name()))
 	s = reopen(t, c, s.Name())
 	r = run(t, s, "keep")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "{'a': [1, 2]}", *r.Result)
 }
 
@@ -183,7 +183,7 @@ func TestWipingTheWorkspaceKeepsHistoryAndSnapshots(t *testing.T) {
 	s := testenv.Start(t, c, session.Spec{})
 	run(t, s, "v = 42\nopen('/workspace/data.txt', 'w').write('x')")
 	r := run(t, s, "import shutil, os, subprocess\nshutil.rmtree('/workspace', ignore_errors=True)\nsubprocess.run('rm -rf /workspace/* /workspace/.[!.]*', shell=True)\nsorted(os.listdir('/workspace'))")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.NotContains(t, *r.Result, "data.txt")
 	waitSaved(t, c, s.Name(), r.Seq)
 	require.NoError(t, c.Stop(testenv.Ctx(t, time.Minute), s.Name()))
@@ -263,7 +263,7 @@ func TestHistoryExportsAreValid(t *testing.T) {
 	require.Len(t, execs, 2)
 	assert.Equal(t, "hello\n", execs[0].Stdout)
 	assert.Equal(t, "2", *execs[0].Result)
-	assert.Equal(t, "error", execs[1].Status)
+	assert.Equal(t, "error", string(execs[1].Status))
 	assert.Equal(t, "ValueError", execs[1].Error.Name)
 
 	var nb bytes.Buffer
@@ -277,6 +277,6 @@ func TestHistoryExportsAreValid(t *testing.T) {
 	code := "import base64, nbformat\nnb = nbformat.reads(base64.b64decode('" + base64.StdEncoding.EncodeToString(nb.Bytes()) +
 		"').decode(), as_version=4)\nnbformat.validate(nb)\nlen(nb.cells)"
 	r := run(t, s, code)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "2", *r.Result)
 }

@@ -5,7 +5,8 @@
 //	runtime-agent version
 //
 // The session's settings come from the RUNTIMECTL_SETTINGS environment variable (JSON), set by
-// the controller when it creates the container.
+// the controller when it creates the container. Paths, flags and the settings document are
+// package contract's, which the controller imports too.
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/runtimectl/runtimectl/agent"
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/lang"
 )
@@ -27,28 +29,16 @@ import (
 // version is set at build time by the Makefile (-ldflags -X main.version=...).
 var version = "dev"
 
-const socket = "/run/runtimectl/agent.sock"
-
-// settings are the fields of RUNTIMECTL_SETTINGS that the agent reads.
-type settings struct {
-	Session        string `json:"session"`
-	Snapshot       string `json:"snapshot"`
-	KeepSnapshots  int    `json:"keep_snapshots"`
-	MaxOutput      int64  `json:"max_output"`
-	GraceMs        int64  `json:"grace_ms"`
-	SnapshotBudget int64  `json:"snapshot_budget_s"`
-}
-
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: runtime-agent serve --lang LANG | connect | version")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
-	case "serve":
+	case contract.AgentServe:
 		os.Exit(serve(os.Args[2:]))
-	case "connect":
-		if err := agent.Connect(socket, os.Stdin, os.Stdout); err != nil {
+	case contract.AgentConnect:
+		if err := agent.Connect(contract.Socket, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "runtime-agent connect:", err)
 			os.Exit(1)
 		}
@@ -61,11 +51,11 @@ func main() {
 }
 
 func serve(args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	langName := fs.String("lang", "python", "the session's language")
-	stateDir := fs.String("state", "/workspace/.runtimectl", "state directory")
-	workdir := fs.String("workdir", "/workspace", "workspace directory")
-	uid := fs.Int("uid", 1000, "uid of the session user (-1: do not switch)")
+	fs := flag.NewFlagSet(contract.AgentServe, flag.ContinueOnError)
+	langName := fs.String(contract.FlagLang, "python", "the session's language")
+	stateDir := fs.String(contract.FlagState, contract.StateDir, "state directory")
+	workdir := fs.String(contract.FlagWorkdir, contract.Workspace, "workspace directory")
+	uid := fs.Int(contract.FlagUID, 1000, "uid of the session user (-1: do not switch)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -75,11 +65,11 @@ func serve(args []string) int {
 		logger.Error("serve", "err", err)
 		return 2
 	}
-	raw := []byte(os.Getenv("RUNTIMECTL_SETTINGS"))
-	var st settings
+	raw := []byte(os.Getenv(contract.SettingsEnv))
+	var st contract.Settings
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &st); err != nil {
-			logger.Error("RUNTIMECTL_SETTINGS is not valid JSON", "err", err)
+			logger.Error(contract.SettingsEnv+" is not valid JSON", "err", err)
 			return 2
 		}
 	}
@@ -89,14 +79,14 @@ func serve(args []string) int {
 		Lang:           l,
 		StateDir:       *stateDir,
 		Workdir:        *workdir,
-		Socket:         socket,
+		Socket:         contract.Socket,
 		UID:            *uid,
 		GID:            gid,
 		MaxOutput:      st.MaxOutput,
 		Grace:          time.Duration(st.GraceMs) * time.Millisecond,
 		SnapshotPolicy: st.Snapshot,
 		KeepSnapshots:  st.KeepSnapshots,
-		SnapshotBudget: time.Duration(st.SnapshotBudget) * time.Second,
+		SnapshotBudget: time.Duration(st.SnapshotBudgetS) * time.Second,
 		Settings:       raw,
 		Version:        version,
 		Logger:         logger,

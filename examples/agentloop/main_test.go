@@ -71,7 +71,7 @@ func TestAgentLoopKeepsStateAcrossARestart(t *testing.T) {
 	require.Len(t, steps, 4)
 	for _, s := range steps[:3] {
 		require.NotNil(t, s.Result)
-		assert.Equal(t, "ok", s.Result.Status, s.Result.Stderr)
+		assert.Equal(t, "ok", string(s.Result.Status), s.Result.Stderr)
 	}
 	assert.Equal(t, "12\n", steps[2].Result.Stdout, "step 3 used the DataFrame from step 1 after the restart")
 	assert.Contains(t, steps[3].Reply, "TASK COMPLETE")
