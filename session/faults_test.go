@@ -35,7 +35,7 @@ func TestDockerKillDuringAnExecution(t *testing.T) {
 	c := testenv.Client(t)
 	s := testenv.Start(t, c, session.Spec{})
 	name := s.Name()
-	require.Equal(t, "ok", run(t, s, "before = 1").Status)
+	require.Equal(t, "ok", string(run(t, s, "before = 1").Status))
 	waitSaved(t, c, name, 1)
 
 	onOut, started := startedSignal()
@@ -86,7 +86,7 @@ func TestControllerKilledMidExecution(t *testing.T) {
 	c := testenv.Client(t)
 	s := testenv.Start(t, c, session.Spec{})
 	name := s.Name()
-	require.Equal(t, "ok", run(t, s, "z = 0").Status)
+	require.Equal(t, "ok", string(run(t, s, "z = 0").Status))
 
 	code := "import time\nprint('started', flush=True)\ntime.sleep(3)\nz = 7\nprint('finished')"
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperController$", "-test.count=1", "-test.v")
@@ -135,7 +135,7 @@ func TestControllerKilledMidExecution(t *testing.T) {
 func TestHundredConcurrentExecutions(t *testing.T) {
 	c := testenv.Client(t)
 	s := testenv.Start(t, c, session.Spec{})
-	require.Equal(t, "ok", run(t, s, "order = []").Status)
+	require.Equal(t, "ok", string(run(t, s, "order = []").Status))
 
 	// 100 callers at once, on four handles: each gets exactly its own result.
 	handles := []*session.Session{s}
@@ -186,7 +186,7 @@ func TestHundredConcurrentExecutions(t *testing.T) {
 func TestQueueRunsInArrivalOrderAndRefusesPastItsBound(t *testing.T) {
 	c := testenv.Client(t)
 	s := testenv.Start(t, c, session.Spec{})
-	require.Equal(t, "ok", run(t, s, "order = []").Status)
+	require.Equal(t, "ok", string(run(t, s, "order = []").Status))
 
 	rwc, err := c.Containers().Dial(testenv.Ctx(t, time.Minute), s.Name())
 	require.NoError(t, err)
@@ -270,7 +270,7 @@ func TestForkBombIsHeldByThePidsLimit(t *testing.T) {
 		t.Run(tc.lang, func(t *testing.T) {
 			s := testenv.Start(t, c, session.Spec{Lang: tc.lang, Pids: 64})
 			name := s.Name()
-			require.Equal(t, "ok", run(t, s, tc.set).Status)
+			require.Equal(t, "ok", string(run(t, s, tc.set).Status))
 			waitSaved(t, c, name, 1)
 			before := startedAt(t, c, name)
 
@@ -331,7 +331,7 @@ func TestDiskFullOnTheVolume(t *testing.T) {
 	c := testenv.Client(t)
 	s := testenv.Start(t, c, session.Spec{VolumeOpts: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "size=64m"}})
 	name := s.Name()
-	require.Equal(t, "ok", run(t, s, "a = 1").Status)
+	require.Equal(t, "ok", string(run(t, s, "a = 1").Status))
 	waitSaved(t, c, name, 1)
 
 	// 16 MiB of state cannot fit once the disk is full; 600 kB of output make the history
@@ -403,7 +403,7 @@ func TestMalformedInputsAreErrorsNotPanics(t *testing.T) {
 	c := testenv.Client(t)
 	s := testenv.Start(t, c, session.Spec{})
 	name := s.Name()
-	require.Equal(t, "ok", run(t, s, "kept = 1").Status)
+	require.Equal(t, "ok", string(run(t, s, "kept = 1").Status))
 	waitSaved(t, c, name, 1)
 
 	frame := func(typ execproto.Type, id uint32, payload string) []byte {

@@ -59,7 +59,7 @@ func TestPythonMutationsByExpressionsAndFailedCallsSurviveStop(t *testing.T) {
 	// is saved: until then every result says the state is pending.)
 	_, err = s.Snapshot(testenv.Ctx(t, time.Minute))
 	require.NoError(t, err)
-	for _, code := range []string{"42", "lst", "# a comment", ""} {
+	for _, code := range []string{"42", "f", "# a comment", ""} {
 		r = run(t, s, code)
 		require.Equal(t, "ok", string(r.Status), r.Stderr)
 		require.NotNil(t, r.State, code)
