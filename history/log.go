@@ -171,23 +171,34 @@ func (l *Log) Append(r Record) error { return l.appendRecord(r, true) }
 // nothing; only a crash of the whole host before the fsync could.
 func (l *Log) AppendNoSync(r Record) error { return l.appendRecord(r, false) }
 
-func (l *Log) appendRecord(r Record, sync bool) error {
+// EncodeRecord returns r as one line of history.jsonl (with its newline), exactly as a Log
+// appends it: for writers that make a history file without a Log (a fork's first record).
+func EncodeRecord(r Record) ([]byte, error) {
 	r.Schema = Schema
 	if !knownKind(r.Kind) {
-		return fmt.Errorf("append history record: unknown kind %q", r.Kind)
+		return nil, fmt.Errorf("history record: unknown kind %q", r.Kind)
 	}
 	if r.Seq <= 0 {
-		return fmt.Errorf("append history record: seq %d is not positive", r.Seq)
+		return nil, fmt.Errorf("history record: seq %d is not positive", r.Seq)
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(r); err != nil { // Encode adds the newline
-		return fmt.Errorf("append history record %d: %w", r.Seq, err)
+		return nil, fmt.Errorf("history record %d: %w", r.Seq, err)
 	}
 	if buf.Len()-1 > lineLimit {
-		return fmt.Errorf("append history record %d: %d bytes, more than the %d-byte line limit", r.Seq, buf.Len()-1, lineLimit)
+		return nil, fmt.Errorf("history record %d: %d bytes, more than the %d-byte line limit", r.Seq, buf.Len()-1, lineLimit)
 	}
+	return buf.Bytes(), nil
+}
+
+func (l *Log) appendRecord(r Record, sync bool) error {
+	line, err := EncodeRecord(r)
+	if err != nil {
+		return fmt.Errorf("append %w", err)
+	}
+	buf := bytes.NewBuffer(line)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()

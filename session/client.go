@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtimectl/runtimectl"
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/volumes"
@@ -120,12 +121,9 @@ func (s Spec) settings() (Settings, error) {
 	default:
 		return Settings{}, fmt.Errorf("%w network %q: use none or bridge", ErrInvalid, s.Network)
 	}
-	switch s.Snapshot {
-	case "":
-		s.Snapshot = "every"
-	case "every", "manual":
-	default:
-		return Settings{}, fmt.Errorf("%w snapshot policy %q: use every or manual", ErrInvalid, s.Snapshot)
+	policy, err := contract.ParseSnapshotPolicy(s.Snapshot)
+	if err != nil {
+		return Settings{}, fmt.Errorf("%w %v", ErrInvalid, err)
 	}
 	for _, kv := range s.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -151,7 +149,7 @@ func (s Spec) settings() (Settings, error) {
 	return Settings{
 		IdleStop: idle,
 		Schema:   SettingsSchema, Session: s.Name, Lang: s.Lang, Image: s.Image, Memory: s.Memory, CPUs: s.CPUs,
-		Pids: s.Pids, Network: s.Network, Env: s.Env, Snapshot: s.Snapshot, KeepSnapshots: s.KeepSnapshots,
+		Pids: s.Pids, Network: s.Network, Env: s.Env, Snapshot: policy, KeepSnapshots: s.KeepSnapshots,
 		MaxOutput: s.MaxOutput, Runtime: s.Runtime, Created: time.Now().UTC(),
 	}, nil
 }
@@ -160,7 +158,7 @@ func containerSpec(st Settings) containers.Spec {
 	return containers.Spec{
 		Session: st.Session, Lang: st.Lang, Image: st.Image, Volume: volumes.Name(st.Session),
 		Memory: st.Memory, CPUs: st.CPUs, Pids: st.Pids, Network: st.Network, Env: st.Env,
-		Settings: st.encode(), Runtime: st.Runtime,
+		Settings: st.Encode(), Runtime: st.Runtime,
 	}
 }
 
@@ -208,7 +206,7 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 			if err := c.checkImage(ctx, st); err != nil {
 				return nil, info, err
 			}
-			if _, err := c.vol.Create(ctx, st.Session, st.Lang, st.encode(), volumes.WithDriverOpts(spec.VolumeOpts)); err != nil {
+			if _, err := c.vol.Create(ctx, st.Session, st.Lang, st.Encode(), volumes.WithDriverOpts(spec.VolumeOpts)); err != nil {
 				return nil, info, err
 			}
 			info.Created = true

@@ -1,6 +1,8 @@
 package session
 
 import (
+	"github.com/runtimectl/runtimectl/contract"
+
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +16,7 @@ import (
 )
 
 // Workspace is the session's working directory, its volume's mount point.
-const Workspace = "/workspace"
+const Workspace = contract.Workspace
 
 // SessionUID and SessionGID own the files of the session's user.
 const (

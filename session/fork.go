@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,12 +14,17 @@ import (
 	"time"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/internal/tarsafe"
 	"github.com/runtimectl/runtimectl/snapshot"
 	"github.com/runtimectl/runtimectl/volumes"
 )
+
+// stateRel is the runtime's state directory relative to the workspace, as tar streams of the
+// workspace name it.
+var stateRel = strings.TrimPrefix(contract.StateDir, contract.Workspace+"/")
 
 // rewriteTar copies the tar stream r to w, passing each entry's header to edit: it returns the
 // header to write (possibly renamed) or nil to drop the entry.
@@ -109,7 +113,7 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 		return nil, err
 	}
 	st.Session, st.Created = dst, time.Now().UTC()
-	if _, err := c.vol.Create(ctx, dst, st.Lang, st.encode()); err != nil {
+	if _, err := c.vol.Create(ctx, dst, st.Lang, st.Encode()); err != nil {
 		return nil, err
 	}
 	cleanup := func() {
@@ -127,8 +131,9 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 	if chosen != nil {
 		seq = chosen.Seq
 		note = fmt.Sprintf("forked from session %s at snapshot %s (after its execution %d)", src, chosen.ID, chosen.Seq)
-		keep[".runtimectl/snapshots/"+chosen.ID+".json"] = true
-		keep[".runtimectl/snapdata/"+chosen.ID+".snap"] = true
+		manifest, data := contract.SnapshotFiles(chosen.ID)
+		keep[path.Join(stateRel, manifest)] = true
+		keep[path.Join(stateRel, data)] = true
 	}
 	// The new history starts with a record of where it came from, numbered as the execution
 	// the snapshot follows, so that the fork's own executions continue the numbering.
@@ -136,16 +141,16 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 	if seq > 0 {
 		now := time.Now().UTC()
 		for _, r := range []history.Record{
-			{Schema: history.Schema, Kind: history.KindStart, Seq: seq, Code: "# " + note, Status: history.StatusRunning, Started: now},
-			{Schema: history.Schema, Kind: history.KindEnd, Seq: seq, Code: "# " + note, Status: history.StatusOK, Started: now, Note: note,
+			{Kind: history.KindStart, Seq: seq, Code: "# " + note, Status: history.StatusRunning, Started: now},
+			{Kind: history.KindEnd, Seq: seq, Code: "# " + note, Status: history.StatusOK, Started: now, Note: note,
 				State: &history.State{Status: history.StateSaved, Snapshot: chosen.ID}},
 		} {
-			b, err := json.Marshal(r)
+			b, err := history.EncodeRecord(r)
 			if err != nil {
 				cleanup()
 				return nil, err
 			}
-			line = append(append(line, b...), '\n')
+			line = append(line, b...)
 		}
 	}
 	rc, err := c.ctr.CopyFrom(ctx, src, Workspace)
@@ -162,8 +167,8 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 				return nil
 			}
 			clean := strings.TrimSuffix(rel, "/")
-			if clean == ".runtimectl" || strings.HasPrefix(clean, ".runtimectl/") {
-				if clean != ".runtimectl" && clean != ".runtimectl/snapshots" && clean != ".runtimectl/snapdata" && !keep[clean] {
+			if clean == stateRel || strings.HasPrefix(clean, stateRel+"/") {
+				if clean != stateRel && clean != path.Join(stateRel, contract.SnapshotsDir) && clean != path.Join(stateRel, contract.SnapdataDir) && !keep[clean] {
 					return nil
 				}
 			}
@@ -173,7 +178,7 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 			if len(line) == 0 {
 				return nil
 			}
-			if err := tw.WriteHeader(&tar.Header{Name: ".runtimectl/history.jsonl", Typeflag: tar.TypeReg, Mode: 0o600, Size: int64(len(line)), ModTime: time.Now()}); err != nil {
+			if err := tw.WriteHeader(&tar.Header{Name: path.Join(stateRel, contract.HistoryFile), Typeflag: tar.TypeReg, Mode: 0o600, Size: int64(len(line)), ModTime: time.Now()}); err != nil {
 				return err
 			}
 			_, err := tw.Write(line)
@@ -231,7 +236,7 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 			pw.CloseWithError(rewriteTar(pw, rc, func(h *tar.Header) *tar.Header {
 				rel, ok := stripWorkspace(h.Name)
 				clean := strings.TrimSuffix(rel, "/")
-				if !ok || clean == ".runtimectl" || strings.HasPrefix(clean, ".runtimectl/") || h.Typeflag != tar.TypeReg {
+				if !ok || clean == stateRel || strings.HasPrefix(clean, stateRel+"/") || h.Typeflag != tar.TypeReg {
 					return nil
 				}
 				if !matchAny(o.Keep, clean) {

@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/snapshot"
 )
 
 // StateDir is the runtime's own directory on a session's volume.
-const StateDir = "/workspace/.runtimectl"
+const StateDir = contract.StateDir
 
 // Info is one line of `runtimectl session ls`.
 type Info struct {
@@ -142,7 +143,7 @@ func (c *Client) History(ctx context.Context, name string) ([]history.Execution,
 func (c *Client) readHistory(ctx context.Context, name string) ([]history.Execution, []string, error) {
 	var execs []history.Execution
 	var problems []string
-	err := c.readFile(ctx, name, StateDir+"/history.jsonl", func(r io.Reader) error {
+	err := c.readFile(ctx, name, contract.StatePath(contract.HistoryFile), func(r io.Reader) error {
 		var err error
 		execs, problems, err = history.Parse(r)
 		return err
@@ -180,7 +181,7 @@ func (c *Client) Snapshots(ctx context.Context, name string) ([]snapshot.Manifes
 	if _, err := c.ensureContainer(ctx, name); err != nil {
 		return nil, err
 	}
-	rc, err := c.ctr.CopyFrom(ctx, name, StateDir+"/snapshots")
+	rc, err := c.ctr.CopyFrom(ctx, name, contract.StatePath(contract.SnapshotsDir))
 	if err != nil {
 		if errors.Is(err, containers.ErrNotFound) {
 			return []snapshot.Manifest{}, nil
