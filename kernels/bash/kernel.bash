@@ -591,7 +591,7 @@ __rt_next() {
 		[[ $__rt_line == *[![:space:]]* ]] || continue
 		if ! __rt_parse "$__rt_line"; then
 			__rt_jstr "malformed request: ${__rt_line:0:200}"
-			__rt_emit "{\"op\":\"error\",\"id\":\"\",\"message\":$__rt_j}"
+			__rt_emit "{\"op\":\"error\",\"id\":\"\",\"error\":$__rt_j}"
 			continue
 		fi
 		__rt_op=${__rt_req[op]-}
@@ -603,7 +603,7 @@ __rt_next() {
 			__rt_jstr "${__rt_req[id]-}"
 			__rt_i=$__rt_j
 			__rt_jstr "unknown op $__rt_op"
-			__rt_emit "{\"op\":\"error\",\"id\":$__rt_i,\"message\":$__rt_j}"
+			__rt_emit "{\"op\":\"error\",\"id\":$__rt_i,\"error\":$__rt_j}"
 			;;
 		esac
 	done

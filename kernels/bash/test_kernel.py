@@ -453,7 +453,7 @@ class KernelTest(unittest.TestCase):
 
     def test_unknown_op_and_vars(self):
         ev = self.k.request({"op": "frobnicate", "id": "q1"})
-        self.assertEqual(ev, {"op": "error", "id": "q1", "message": "unknown op frobnicate"})
+        self.assertEqual(ev, {"op": "error", "id": "q1", "error": "unknown op frobnicate"})
         self.ok(
             "s='hello world'; declare -i n=42; arr=(a b c); declare -A m=([x]=1 [y]=2); "
             "export E1=e; f() { echo f; }"
