@@ -26,5 +26,13 @@
 // and a client that goes away closes only its own stream. The library keeps its stream open, so
 // only the first request of a Session pays the exec.
 //
-// It imports execproto, history, snapshot and lang; no Docker, no cobra.
+// Inside, the run loop (Run) owns the kernel and the state; small types each do one thing: the
+// scheduler (schedule.go) is the snapshot bookkeeping and policy (a state that may differ from
+// the last good snapshot stays unsaved until a later one is saved; a drain saves it under either
+// policy), the supervisor (supervise.go) brings a kernel up from the preferred or latest
+// snapshot, passing over one that fails to load twice, then an empty state, and exec.go runs one
+// execution (streams, caps, timers, crash recovery, the result). The tests drive it in-process
+// through a stub kernel driver (stub_test.go), no Docker.
+//
+// It imports contract, execproto, history, snapshot and lang; no Docker, no cobra.
 package agent
