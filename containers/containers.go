@@ -59,6 +59,17 @@ const (
 	DefaultTmpSize = 512 << 20
 	// FileSizeLimit caps a single file the session writes (RLIMIT_FSIZE).
 	FileSizeLimit = 16 << 30
+	// OpenFilesLimit caps the open files of each process of the session (RLIMIT_NOFILE).
+	OpenFilesLimit = 4096
+	// ProcessLimit is RLIMIT_NPROC, set so that no engine adds its own: Podman raises nproc and
+	// nofile to 1048576 when they are not given, which fails ("error setting rlimit type 6")
+	// where root lacks CAP_SYS_RESOURCE. The kernel counts it per user id across the whole
+	// host (uid 1000 of every session on a rootful engine, whatever their containers), so it is
+	// a host-wide backstop far above the pids limit, which stays the per-session one (the agent
+	// watches that cgroup limit to end fork bombs). It must not exceed the engine's own hard
+	// limit, which an engine without CAP_SYS_RESOURCE cannot raise: 8192 is under the kernel's
+	// default (threads-max / 2) on any machine with 2 GiB of memory or more.
+	ProcessLimit = 8192
 )
 
 // Info is what runtimectl knows of a session container.
@@ -150,7 +161,8 @@ func config(s Spec) (*container.Config, *container.HostConfig) {
 			NanoCPUs:   int64(s.CPUs * 1e9),
 			Ulimits: []*units.Ulimit{
 				{Name: "fsize", Soft: FileSizeLimit, Hard: FileSizeLimit},
-				{Name: "nofile", Soft: 4096, Hard: 4096},
+				{Name: "nofile", Soft: OpenFilesLimit, Hard: OpenFilesLimit},
+				{Name: "nproc", Soft: ProcessLimit, Hard: ProcessLimit},
 				{Name: "core", Soft: 0, Hard: 0},
 			},
 		},
