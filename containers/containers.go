@@ -180,6 +180,9 @@ func (m *Manager) Create(ctx context.Context, s Spec) (Info, error) {
 		if s.Runtime != "" && strings.Contains(strings.ToLower(err.Error()), "runtime") {
 			return Info{}, fmt.Errorf("create container for session %q: the Docker engine has no runtime %q (%w); `docker info` lists the runtimes it has (gVisor's runsc must be installed and registered with the engine first)", s.Session, s.Runtime, m.classify(err))
 		}
+		if strings.Contains(err.Error(), "container-init binary not found") {
+			return Info{}, fmt.Errorf("create container for session %q: %w; Podman's init binary is missing: install the catatonit package (apt-get install catatonit)", s.Session, m.classify(err))
+		}
 		return Info{}, fmt.Errorf("create container for session %q: %w", s.Session, m.classify(err))
 	}
 	return m.Inspect(ctx, s.Session)
@@ -188,6 +191,9 @@ func (m *Manager) Create(ctx context.Context, s Spec) (Info, error) {
 // Start starts the container; starting a running one is a no-op.
 func (m *Manager) Start(ctx context.Context, session string) error {
 	if err := m.api.ContainerStart(ctx, Name(session), container.StartOptions{}); err != nil {
+		if strings.Contains(err.Error(), "container-init binary not found") {
+			return fmt.Errorf("start container of session %q: %w; Podman's init binary is missing: install the catatonit package (apt-get install catatonit)", session, m.classify(err))
+		}
 		return fmt.Errorf("start container of session %q: %w", session, m.classify(err))
 	}
 	return nil

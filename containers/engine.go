@@ -3,12 +3,14 @@ package containers
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/docker/docker/api/types"
 )
 
 // Engine describes the Docker engine that a client talks to.
 type Engine struct {
+	Name          string `json:"name"`            // "Docker" or "Podman", from the server's first component
 	Host          string `json:"host"`            // as the client dials it: unix:///var/run/docker.sock, tcp://host:2376
 	Version       string `json:"version"`         // the engine's version, e.g. 28.5.2
 	APIVersion    string `json:"api_version"`     // the newest API version the engine speaks
@@ -46,7 +48,18 @@ func (m *Manager) Engine(ctx context.Context) (Engine, error) {
 		return Engine{Host: v.DaemonHost()}, classifyHost(err, v.DaemonHost())
 	}
 	return Engine{
-		Host: v.DaemonHost(), Version: sv.Version, APIVersion: sv.APIVersion, MinAPIVersion: sv.MinAPIVersion,
+		Name: engineName(sv), Host: v.DaemonHost(), Version: sv.Version, APIVersion: sv.APIVersion, MinAPIVersion: sv.MinAPIVersion,
 		ClientAPI: v.ClientVersion(), OS: sv.Os, Arch: sv.Arch,
 	}, nil
+}
+
+// engineName names the engine from the components its version names: Podman's first is "Podman
+// Engine", Docker's "Engine".
+func engineName(v types.Version) string {
+	for _, c := range v.Components {
+		if name, ok := strings.CutSuffix(c.Name, " Engine"); ok && name != "" {
+			return name
+		}
+	}
+	return "Docker"
 }
