@@ -20,7 +20,7 @@ if docker image inspect "$ref" >/dev/null 2>&1; then
     echo "base image $ref: its root directory has mode 0700; re-importing it with 0755 (rootless Podman needs it)" >&2
     cid=$(docker create "$ref" bash)
     trap 'docker rm -f "$cid" >/dev/null 2>&1 || true' EXIT
-    docker export "$cid" | docker import -c 'CMD ["bash"]' - "$ref" >/dev/null
+    docker export "$cid" | tar --delete -f - .dockerenv | docker import -c 'CMD ["bash"]' - "$ref" >/dev/null
   fi
   echo "base image $ref: present" >&2
   exit 0
