@@ -19,18 +19,20 @@ import (
 
 func TestSessionOnRootfulPodman(t *testing.T) {
 	testenv.Images(t)
-	svc := podmantest.Rootful(t, bashImage(t))
+	svc := podmantest.Rootful(t, image(t, "bash"), image(t, "python"))
 	lifecycle(t, svc)
+	pythonState(t, svc)
 }
 
 func TestSessionOnRootlessPodman(t *testing.T) {
 	testenv.Images(t)
-	svc := podmantest.Rootless(t, bashImage(t))
+	svc := podmantest.Rootless(t, image(t, "bash"), image(t, "python"))
 	lifecycle(t, svc)
+	pythonState(t, svc)
 }
 
-func bashImage(t *testing.T) string {
-	l, err := lang.Get("bash")
+func image(t *testing.T, name string) string {
+	l, err := lang.Get(name)
 	require.NoError(t, err)
 	return images.Ref(l)
 }
@@ -98,4 +100,30 @@ ulimit -u -n | awk '{print $NF}'`)
 	require.NoError(t, c.Remove(testenv.Ctx(t, time.Minute), name, true))
 	_, _, err = c.Open(testenv.Ctx(t, time.Minute), name)
 	assert.Error(t, err, "the session is gone after rm")
+}
+
+// pythonState keeps a DataFrame across `podman kill`: the snapshot on the volume is loaded by
+// the new container process, nothing re-run.
+func pythonState(t *testing.T, svc *podmantest.Service) {
+	c, err := session.New(session.WithHost(svc.Host))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	name := testenv.Name(t) + "-py"
+	s := testenv.Start(t, c, session.Spec{Name: name})
+	r, err := s.Exec(testenv.Ctx(t, time.Minute), "import pandas as pd; df = pd.DataFrame({'a': [1, 2, 3]})", session.ExecOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.NoError(t, c.Stop(testenv.Ctx(t, time.Minute), name)) // waits for the snapshot
+	s, _, err = c.Start(testenv.Ctx(t, 2*time.Minute), session.Spec{Name: name})
+	require.NoError(t, err)
+	svc.Podman(t, "kill", "runtimectl-"+name)
+	s.Close()
+	s, _, err = c.Start(testenv.Ctx(t, 2*time.Minute), session.Spec{Name: name})
+	require.NoError(t, err)
+	defer s.Close()
+	r, err = s.Exec(testenv.Ctx(t, time.Minute), "int(df.a.sum())", session.ExecOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.NotNil(t, r.Result, svc.String())
+	assert.Equal(t, "6", *r.Result, svc.String())
 }
