@@ -139,7 +139,9 @@ func runDoctor(ctx context.Context, f *Factory) []doctorCheck {
 // sessions run with an init (HostConfig.Init), and Debian's podman package does not pull in
 // catatonit when tini is installed.
 func podmanInit() doctorCheck {
-	for _, p := range []string{"/usr/libexec/podman/catatonit", "/usr/bin/catatonit", "/usr/local/libexec/podman/catatonit", "/usr/lib/podman/catatonit"} {
+	// Podman looks for it at its init_path (containers.conf), by default this one; Debian's
+	// catatonit package puts a link there.
+	for _, p := range []string{"/usr/libexec/podman/catatonit"} {
 		if _, err := os.Stat(p); err == nil {
 			return doctorCheck{Check: "podman init", OK: true, Detail: p + " (sessions run with an init)"}
 		}

@@ -41,7 +41,7 @@ func Need(t testing.TB) {
 			missing = append(missing, b)
 		}
 	}
-	if !exists("/usr/libexec/podman/catatonit") && !exists("/usr/bin/catatonit") {
+	if !exists("/usr/libexec/podman/catatonit") { // Podman's init_path
 		missing = append(missing, "catatonit")
 	}
 	if len(missing) > 0 {
