@@ -87,6 +87,11 @@ func runDoctor(ctx context.Context, f *Factory) []doctorCheck {
 	if eng.Name == "Podman" && strings.HasPrefix(eng.Host, "unix://") {
 		checks = append(checks, podmanInit())
 	}
+	if eng.Rootless && eng.CgroupVersion == "1" {
+		checks = append(checks, doctorCheck{Check: "limits",
+			Detail: "a rootless engine on cgroup v1 ignores the sessions' memory, pids and CPU limits (Podman drops their ulimits too): a fork bomb or a memory bomb reaches the host user's limits",
+			Fix:    "run the engine rootful, or on a cgroup v2 host with controllers delegated to the user"})
+	}
 	cl, _ := f.Client() // engineInfo connected it
 
 	var langChecks []doctorCheck

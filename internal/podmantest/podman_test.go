@@ -43,6 +43,11 @@ func lifecycle(t *testing.T, svc *podmantest.Service) {
 	c, err := session.New(session.WithHost(svc.Host))
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
+	// doctor and version name the engine, and know a rootless one.
+	eng, err := c.Engine(testenv.Ctx(t, time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, "Podman", eng.Name)
+	assert.Equal(t, svc.Rootless, eng.Rootless)
 	name := testenv.Name(t)
 	s := testenv.Start(t, c, session.Spec{Name: name, Lang: "bash"})
 	exec := func(s *session.Session, code string) *session.Result {
