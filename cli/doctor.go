@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -81,7 +83,15 @@ func runDoctor(ctx context.Context, f *Factory) []doctorCheck {
 			Fix: "start dockerd, or point DOCKER_HOST (or --host) at a running engine; for tcp:// with TLS set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH"}}
 	}
 	checks := []doctorCheck{{Check: "engine", OK: true,
-		Detail: fmt.Sprintf("Docker %s at %s, API %s (negotiated %s), %s/%s", eng.Version, eng.Host, eng.APIVersion, eng.ClientAPI, eng.OS, eng.Arch)}}
+		Detail: fmt.Sprintf("%s %s at %s, API %s (negotiated %s), %s/%s", eng.Name, eng.Version, eng.Host, eng.APIVersion, eng.ClientAPI, eng.OS, eng.Arch)}}
+	if eng.Name == "Podman" && strings.HasPrefix(eng.Host, "unix://") {
+		checks = append(checks, podmanInit())
+	}
+	if eng.Rootless && eng.CgroupVersion == "1" {
+		checks = append(checks, doctorCheck{Check: "limits",
+			Detail: "a rootless engine on cgroup v1 ignores the sessions' memory, pids and CPU limits (Podman drops their ulimits too): a fork bomb or a memory bomb reaches the host user's limits",
+			Fix:    "run the engine rootful, or on a cgroup v2 host with controllers delegated to the user"})
+	}
 	cl, _ := f.Client() // engineInfo connected it
 
 	var langChecks []doctorCheck
@@ -128,4 +138,19 @@ func runDoctor(ctx context.Context, f *Factory) []doctorCheck {
 	}
 	checks = append(checks, base)
 	return append(checks, langChecks...)
+}
+
+// podmanInit checks, for a Podman engine on this machine, that Podman's init binary is here:
+// sessions run with an init (HostConfig.Init), and Debian's podman package does not pull in
+// catatonit when tini is installed.
+func podmanInit() doctorCheck {
+	// Podman looks for it at its init_path (containers.conf), by default this one; Debian's
+	// catatonit package puts a link there.
+	for _, p := range []string{"/usr/libexec/podman/catatonit"} {
+		if _, err := os.Stat(p); err == nil {
+			return doctorCheck{Check: "podman init", OK: true, Detail: p + " (sessions run with an init)"}
+		}
+	}
+	return doctorCheck{Check: "podman init", Detail: "catatonit, Podman's init binary, is missing, so `session start` fails with \"container-init binary not found\"",
+		Fix: "install the catatonit package (apt-get install catatonit)"}
 }

@@ -42,8 +42,8 @@ stderr; the command still succeeds.`,
 			}
 			fmt.Fprintf(f.IO.Out, "runtimectl %s (agent protocol %d)\n", Version, protocolVersion)
 			if v.Engine != nil {
-				fmt.Fprintf(f.IO.Out, "engine: Docker %s (API %s, negotiated %s, %s/%s) at %s\n",
-					eng.Version, eng.APIVersion, eng.ClientAPI, eng.OS, eng.Arch, eng.Host)
+				fmt.Fprintf(f.IO.Out, "engine: %s %s (API %s, negotiated %s, %s/%s) at %s\n",
+					eng.Name, eng.Version, eng.APIVersion, eng.ClientAPI, eng.OS, eng.Arch, eng.Host)
 			} else {
 				fmt.Fprintf(f.IO.Err, "runtimectl: engine: %s\n", v.Problem)
 			}

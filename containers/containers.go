@@ -61,6 +61,17 @@ const (
 	DefaultTmpSize = 512 << 20
 	// FileSizeLimit caps a single file the session writes (RLIMIT_FSIZE).
 	FileSizeLimit = 16 << 30
+	// OpenFilesLimit caps the open files of each process of the session (RLIMIT_NOFILE).
+	OpenFilesLimit = 4096
+	// ProcessLimit is RLIMIT_NPROC, set so that no engine adds its own: Podman raises nproc and
+	// nofile to 1048576 when they are not given, which fails ("error setting rlimit type 6")
+	// where root lacks CAP_SYS_RESOURCE. The kernel counts it per user id across the whole
+	// host (uid 1000 of every session on a rootful engine, whatever their containers), so it is
+	// a host-wide backstop far above the pids limit, which stays the per-session one (the agent
+	// watches that cgroup limit to end fork bombs). It must not exceed the engine's own hard
+	// limit, which an engine without CAP_SYS_RESOURCE cannot raise: 8192 is under the kernel's
+	// default (threads-max / 2) on any machine with 2 GiB of memory or more.
+	ProcessLimit = 8192
 )
 
 // Info is what runtimectl knows of a session container.
@@ -152,7 +163,8 @@ func config(s Spec) (*container.Config, *container.HostConfig) {
 			NanoCPUs:   int64(s.CPUs * 1e9),
 			Ulimits: []*units.Ulimit{
 				{Name: "fsize", Soft: FileSizeLimit, Hard: FileSizeLimit},
-				{Name: "nofile", Soft: 4096, Hard: 4096},
+				{Name: "nofile", Soft: OpenFilesLimit, Hard: OpenFilesLimit},
+				{Name: "nproc", Soft: ProcessLimit, Hard: ProcessLimit},
 				{Name: "core", Soft: 0, Hard: 0},
 			},
 		},
@@ -170,6 +182,9 @@ func (m *Manager) Create(ctx context.Context, s Spec) (Info, error) {
 		if s.Runtime != "" && strings.Contains(strings.ToLower(err.Error()), "runtime") {
 			return Info{}, fmt.Errorf("create container for session %q: the Docker engine has no runtime %q (%w); `docker info` lists the runtimes it has (gVisor's runsc must be installed and registered with the engine first)", s.Session, s.Runtime, m.classify(err))
 		}
+		if strings.Contains(err.Error(), "container-init binary not found") {
+			return Info{}, fmt.Errorf("create container for session %q: %w; Podman's init binary is missing: install the catatonit package (apt-get install catatonit)", s.Session, m.classify(err))
+		}
 		return Info{}, fmt.Errorf("create container for session %q: %w", s.Session, m.classify(err))
 	}
 	return m.Inspect(ctx, s.Session)
@@ -178,6 +193,9 @@ func (m *Manager) Create(ctx context.Context, s Spec) (Info, error) {
 // Start starts the container; starting a running one is a no-op.
 func (m *Manager) Start(ctx context.Context, session string) error {
 	if err := m.api.ContainerStart(ctx, Name(session), container.StartOptions{}); err != nil {
+		if strings.Contains(err.Error(), "container-init binary not found") {
+			return fmt.Errorf("start container of session %q: %w; Podman's init binary is missing: install the catatonit package (apt-get install catatonit)", session, m.classify(err))
+		}
 		return fmt.Errorf("start container of session %q: %w", session, m.classify(err))
 	}
 	return nil

@@ -7,7 +7,21 @@ set -euo pipefail
 ref=${1:-debian:bookworm-slim}
 suite=${SUITE:-bookworm}
 
+# root_mode REF: the mode of the root directory ("./") in the image's first layer, as docker save
+# writes it (drwx------ for a base image made by an earlier version of this script).
+root_mode() {
+  docker save "$1" | tar -xO --wildcards '*/layer.tar' 2>/dev/null | tar -tv 2>/dev/null | awk '$NF == "./" {print $1; exit}'
+}
+
 if docker image inspect "$ref" >/dev/null 2>&1; then
+  if [ "$(docker image inspect --format '{{len .RootFS.Layers}}' "$ref")" = 1 ] && [ "$(root_mode "$ref")" = drwx------ ]; then
+    # Docker's overlay storage ignores the mode of an image's root, rootless Podman's does not:
+    # there the session user could not exec anything. Flatten it again with a 0755 root.
+    echo "base image $ref: its root directory has mode 0700; re-importing it with 0755 (rootless Podman needs it)" >&2
+    cid=$(docker create "$ref" bash)
+    trap 'docker rm -f "$cid" >/dev/null 2>&1 || true' EXIT
+    docker export "$cid" | tar --delete -f - .dockerenv | docker import -c 'CMD ["bash"]' - "$ref" >/dev/null
+  fi
   echo "base image $ref: present" >&2
   exit 0
 fi
@@ -42,5 +56,8 @@ trap 'rm -rf "$dir"' EXIT
 debootstrap --variant=minbase "$suite" "$dir" "$mirror" >&2
 # Keep the image small, as the slim images are.
 rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/* "$dir"/usr/share/doc/* "$dir"/usr/share/man/*
+# mktemp -d made the directory 0700, and tar records it as the image's root ("./"): Docker's
+# overlay storage ignores that mode, rootless Podman's does not (nothing could be executed).
+chmod 0755 "$dir"
 tar -C "$dir" -c . | docker import -c 'CMD ["bash"]' - "$ref" >/dev/null
 echo "base image $ref: made from Debian's packages" >&2
