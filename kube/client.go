@@ -10,12 +10,15 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/runtimectl/runtimectl/backend"
 )
@@ -39,6 +42,10 @@ type Config struct {
 	Logger      *slog.Logger
 }
 
+// quietKlog silences client-go's own logging (klog, on stderr by default), which reports a
+// stream closed by its client as an "UnhandledError": runtimectl says what matters itself.
+var quietKlog sync.Once
+
 // DefaultStartTimeout bounds a pod's start: a large image pulled from a registry takes minutes.
 const DefaultStartTimeout = 5 * time.Minute
 
@@ -59,6 +66,7 @@ type Backend struct {
 // New reads the kubeconfig and returns a Backend; nothing is asked of the cluster until a call
 // needs it.
 func New(c Config) (*Backend, error) {
+	quietKlog.Do(func() { klog.SetLogger(logr.Discard()) })
 	if err := c.Options.Validate(); err != nil {
 		return nil, err
 	}

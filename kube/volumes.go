@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -74,10 +75,25 @@ func (v *Volumes) Remove(ctx context.Context, name string) error {
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("remove volume %s: %w", name, b.classify(err))
 	}
-	for _, c := range []string{name + "-workspace", name + "-state"} {
+	claims := []string{name + "-workspace", name + "-state"}
+	for _, c := range claims {
 		err := b.cs.CoreV1().PersistentVolumeClaims(b.ns).Delete(cctx, c, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("remove claim %s: %w", c, b.classify(err))
+		}
+	}
+	// A claim stays (Terminating) until its protection finalizer is removed: wait, so that a
+	// session of the same name can be made next.
+	for _, c := range claims {
+		for delay := 20 * time.Millisecond; ; delay = min(delay*2, 500*time.Millisecond) {
+			_, err := b.cs.CoreV1().PersistentVolumeClaims(b.ns).Get(cctx, c, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			if cctx.Err() != nil {
+				return fmt.Errorf("remove claim %s: still there after %s (`kubectl describe pvc %s -n %s` says why)", c, b.call, c, b.ns)
+			}
+			time.Sleep(delay)
 		}
 	}
 	return nil
