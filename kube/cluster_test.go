@@ -65,7 +65,7 @@ func scriptPath(name string) string {
 
 // cluster returns a Backend on the local cluster in a fresh namespace (removed at the end),
 // with the bash session image imported.
-func cluster(t *testing.T) *Backend {
+func cluster(t testing.TB) *Backend {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test: needs the local Kubernetes cluster (skipped under -short)")
@@ -125,7 +125,7 @@ func randHex(n int) string {
 // provision does what a storage class's provisioner does on a real cluster: a hostPath
 // PersistentVolume for each of the session's claims, bound to it, its folder root-owned 0755 as
 // a provisioner makes it (the init container gives it its owner). Removed at the end.
-func provision(t *testing.T, b *Backend, session string) {
+func provision(t testing.TB, b *Backend, session string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, claim := range []string{WorkspaceClaim(session), StateClaim(session)} {
@@ -154,7 +154,7 @@ func provision(t *testing.T, b *Backend, session string) {
 }
 
 // newSession creates a session's claims (provisioned) and pod and waits until its agent runs.
-func newSession(t *testing.T, b *Backend, name string, s backend.Spec) {
+func newSession(t testing.TB, b *Backend, name string, s backend.Spec) {
 	t.Helper()
 	ctx := context.Background()
 	provision(t, b, name)
@@ -172,7 +172,7 @@ func bashSpec(name string) backend.Spec {
 }
 
 // connect opens the private stream and reads the agent's hello through execproto's client.
-func connect(t *testing.T, b *Backend, name string) *execproto.Client {
+func connect(t testing.TB, b *Backend, name string) *execproto.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -184,7 +184,7 @@ func connect(t *testing.T, b *Backend, name string) *execproto.Client {
 	return c
 }
 
-func run(t *testing.T, c *execproto.Client, code string) *execproto.Result {
+func run(t testing.TB, c *execproto.Client, code string) *execproto.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
