@@ -416,3 +416,32 @@ func TestUnpullableImageIsAClearError(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "not running")
 }
+
+// The issue's scenario at this level: a Python session's DataFrame survives its pod being
+// deleted, restored from the snapshot on the state claim into a new pod.
+func TestPythonStateComesBackOnANewPod(t *testing.T) {
+	b := cluster(t)
+	l, _ := lang.Get("python")
+	if out, err := exec.Command("bash", scriptPath("import.sh"), images.Ref(l)).CombinedOutput(); err != nil {
+		t.Fatalf("import the python image: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	s := backend.Spec{Session: "py", Lang: "python", Image: images.Ref(l), Memory: 1 << 30, TmpSize: 64 << 20,
+		Settings: fmt.Sprintf(`{"schema":1,"session":"py","lang":"python","image":%q,"snapshot":"every"}`, images.Ref(l))}
+	newSession(t, b, "py", s)
+	c := connect(t, b, "py")
+	r := run(t, c, "import pandas as pd; df = pd.DataFrame({'a': [1, 2]}); print(df.a.sum())")
+	require.Equal(t, "3\n", r.Stdout, r.Stderr)
+	// As session's Stop does: drain (the pending snapshot is saved), then stop.
+	require.NoError(t, c.Call(ctx, execproto.Request{Op: execproto.OpDrain}, nil))
+	c.Close()
+	require.NoError(t, b.Stop(ctx, "py", 10*time.Second))
+	_, err := b.Create(ctx, s)
+	require.NoError(t, err)
+	require.NoError(t, b.Start(ctx, "py"))
+	c = connect(t, b, "py")
+	require.NotNil(t, c.Hello().Restore, "the agent says what it restored")
+	assert.Contains(t, c.Hello().Restore.Restored, "df")
+	r = run(t, c, "print(df.a.sum())")
+	assert.Equal(t, "3\n", r.Stdout, r.Stderr)
+}
