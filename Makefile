@@ -7,7 +7,7 @@ BASE ?= debian:bookworm-slim
 DEMO ?= demo
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: help build agent base-image images demo test test-short fuzz soak bench lint fmt tidy-check clean
+.PHONY: help build agent base-image images demo test test-short fuzz soak bench lint fmt tidy-check clean kube-up kube-down
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -65,6 +65,16 @@ fmt: ## gofmt the tree
 
 tidy-check: ## go.mod and go.sum are tidy (changes nothing; prints what tidy would change)
 	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
+
+# The session images as `runtimectl image build` tags them (RUNTIMECTL_IMAGE_TAG, else latest).
+KUBE_IMAGES ?= $(foreach l,python bash node,runtimectl/$(l):$(or $(RUNTIMECTL_IMAGE_TAG),latest))
+kube-up: images ## a local single-node Kubernetes (built once, ~8 min cold), the session images imported into it
+	bash scripts/kube/up.sh
+	bash scripts/kube/import.sh $(KUBE_IMAGES)
+	@echo "export KUBECONFIG=/var/lib/kube-local/pki/admin.kubeconfig"
+
+kube-down: ## stop the local Kubernetes and restore the host (PURGE=1 also deletes its state and images)
+	bash scripts/kube/down.sh
 
 clean: ## remove build outputs
 	rm -rf bin
