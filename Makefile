@@ -56,15 +56,16 @@ soak: base-image ## the long durability test: repeated docker kill during execut
 bench: build base-image ## the benchmarks side by side; writes bench/results.json
 	$(GO) run ./bench/cmd/benchrun -out bench/results.json
 
-lint: ## go vet and gofmt
+lint: ## go vet, gofmt, and go.mod/go.sum tidy
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	@$(GO) mod tidy -diff || (echo "lint: go.mod or go.sum is not tidy: run go mod tidy"; exit 1)
 
 fmt: ## gofmt the tree
 	gofmt -w $$(git ls-files '*.go')
 
-tidy-check: ## go.mod and go.sum are tidy
-	$(GO) mod tidy && git diff --exit-code go.mod go.sum
+tidy-check: ## go.mod and go.sum are tidy (prints what `go mod tidy` would change)
+	$(GO) mod tidy -diff
 
 clean: ## remove build outputs
 	rm -rf bin
