@@ -157,13 +157,22 @@ func Run(ctx context.Context, img string, opts ...testcontainers.ContainerCustom
 			cancel()
 		}
 		client.Close()
-		return nil, fmt.Errorf("tcsession: session %q: %w", spec.Name, err)
+		return nil, runError(spec.Name, err)
 	}
 	c := &Container{Container: ctr, name: spec.Name, client: client, sess: hello.sess}
 	if err != nil {
-		return c, fmt.Errorf("tcsession: session %q: %w", spec.Name, err)
+		return c, runError(spec.Name, err)
 	}
 	return c, nil
+}
+
+// runError says what went wrong in testcontainers-go, and what to do when its reaper could not
+// start.
+func runError(name string, err error) error {
+	if strings.Contains(err.Error(), "reaper:") {
+		return fmt.Errorf("tcsession: session %q: testcontainers' reaper (Ryuk) could not start; where its image cannot be pulled, set TESTCONTAINERS_RYUK_DISABLED=true (Terminate cleans up): %w", name, err)
+	}
+	return fmt.Errorf("tcsession: session %q: %w", name, err)
 }
 
 // specFor completes the session's spec from the request that the options customized: the

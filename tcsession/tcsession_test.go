@@ -2,6 +2,9 @@ package tcsession_test
 
 import (
 	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +77,23 @@ func TestRunGivesASessionThatRunsCodeAndTerminateRemovesIt(t *testing.T) {
 	insp, err := ctr.Inspect(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, raw.ID, insp.ID, "the embedded testcontainers.Container is the session's container")
+
+	// Files in and out through testcontainers' methods, on a read-only root filesystem.
+	host := filepath.Join(t.TempDir(), "in.txt")
+	require.NoError(t, os.WriteFile(host, []byte("hello\n"), 0o644))
+	require.NoError(t, ctr.CopyFileToContainer(ctx, host, "/workspace/in.txt", 0o640))
+	res, err = ctr.RunCode(ctx, "import os\n(open('in.txt').read(), oct(os.stat('in.txt').st_mode & 0o777), os.stat('in.txt').st_uid)")
+	require.NoError(t, err)
+	require.Equal(t, "ok", res.Status, res.Stderr)
+	assert.Equal(t, "('hello\\n', '0o640', 1000)", *res.Result, "the session's user owns what is copied in")
+	rc, err := ctr.CopyFileFromContainer(ctx, "/workspace/in.txt")
+	require.NoError(t, err)
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	require.NoError(t, err)
+	assert.Equal(t, "hello\n", string(got))
+	err = ctr.CopyToContainer(ctx, []byte("x"), "/etc/x", 0o644)
+	assert.ErrorContains(t, err, "session paths are under /workspace")
 
 	require.NoError(t, ctr.Terminate(ctx))
 	_, ok = listed(t, c, ctr.SessionName())
