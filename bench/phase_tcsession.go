@@ -7,7 +7,6 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 
-	"github.com/runtimectl/runtimectl/session"
 	"github.com/runtimectl/runtimectl/tcsession"
 )
 
@@ -37,21 +36,7 @@ func (r *Runner) TCSession(ctx context.Context) error {
 		}
 		return secs(d), secs(time.Since(t)), err
 	}
-	viaLibrary := func() (float64, error) {
-		name := r.sessionName("tc-lib")
-		t := time.Now()
-		s, err := r.start(ctx, session.Spec{Name: name})
-		if err != nil {
-			return 0, err
-		}
-		_, err = execOK(ctx, s, "x = 1", session.ExecOptions{})
-		d := time.Since(t)
-		s.Close()
-		if rerr := r.remove(ctx, name); rerr != nil && err == nil {
-			err = rerr
-		}
-		return secs(d), err
-	}
+	viaLibrary := func() (float64, error) { return r.startToFirstResult(ctx, "tc-lib") }
 	// One of each first, not counted: page cache and the engine's caches.
 	if _, _, err := viaTC(); err != nil {
 		return err
