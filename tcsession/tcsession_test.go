@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,6 +75,11 @@ func TestRunGivesASessionThatRunsCodeAndTerminateRemovesIt(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(512<<20), raw.HostConfig.Memory)
 	assert.Equal(t, "true", raw.Config.Labels["org.testcontainers"], "testcontainers' labels are kept")
+	// Ryuk, where it runs, removes what carries its session label: the volume too.
+	out, err := exec.CommandContext(ctx, "docker", "volume", "inspect", "-f", `{{index .Labels "org.testcontainers.sessionId"}}`, containers.Name(ctr.SessionName())).Output()
+	require.NoError(t, err)
+	assert.Equal(t, raw.Config.Labels["org.testcontainers.sessionId"], strings.TrimSpace(string(out)))
+	assert.NotEmpty(t, strings.TrimSpace(string(out)))
 	insp, err := ctr.Inspect(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, raw.ID, insp.ID, "the embedded testcontainers.Container is the session's container")
