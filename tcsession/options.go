@@ -27,7 +27,8 @@ type Option func(*options) error
 func (o Option) Customize(*testcontainers.GenericContainerRequest) error { return nil }
 
 // WithLanguage sets the session's language (python, bash, node). The default is the language
-// the image is labelled with, else python.
+// the image is labelled with (or, for a missing image, the one runtimectl's reference names),
+// else python.
 func WithLanguage(lang string) Option {
 	return func(o *options) error { o.spec.Lang = lang; return nil }
 }
@@ -96,4 +97,14 @@ func Image(language string) string {
 		return images.Ref(l)
 	}
 	return "runtimectl/" + language + ":" + images.Tag()
+}
+
+// langOfRef returns the language whose runtimectl image ref is, or "".
+func langOfRef(ref string) string {
+	for _, n := range lang.Names() {
+		if Image(n) == ref {
+			return n
+		}
+	}
+	return ""
 }

@@ -103,3 +103,9 @@ func TestConfigureAppliesTheHardeningThenTheCallersModifiers(t *testing.T) {
 	assert.Equal(t, "size=1m", hc.Tmpfs["/scratch"], "the caller's tmpfs is kept")
 	assert.Equal(t, int64(1<<20), hc.ShmSize, "the caller's HostConfigModifier runs after")
 }
+
+func TestLangOfRefKnowsRuntimectlsImages(t *testing.T) {
+	assert.Equal(t, "bash", langOfRef(Image("bash")))
+	assert.Equal(t, "python", langOfRef(Image("python")))
+	assert.Equal(t, "", langOfRef("acme/python-ml:1"))
+}

@@ -116,6 +116,8 @@ func Run(ctx context.Context, img string, opts ...testcontainers.ContainerCustom
 	if spec.Lang == "" {
 		if im, err := client.Images().Inspect(ctx, spec.Image); err == nil {
 			spec.Lang = im.Lang
+		} else {
+			spec.Lang = langOfRef(spec.Image)
 		}
 	}
 	if o.build {

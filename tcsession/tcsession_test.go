@@ -15,6 +15,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
 	"github.com/runtimectl/runtimectl/tcsession"
@@ -217,4 +218,24 @@ func TestRunWithoutTheImageSaysHowToBuildIt(t *testing.T) {
 	assert.Contains(t, err.Error(), "runtimectl image build")
 	_, ok := listed(t, c, name)
 	assert.False(t, ok, "nothing is left behind")
+}
+
+// WithBuild builds a missing runtimectl image from the module's embedded Dockerfiles (here
+// under a tag of its own; the engine's layer cache makes it quick after `make images`).
+func TestWithBuildBuildsAMissingImage(t *testing.T) {
+	c := testenv.Client(t)
+	ctx := testenv.Ctx(t, 10*time.Minute)
+	unique := testenv.Name(t)
+	t.Setenv("RUNTIMECTL_IMAGE_TAG", "tcbuild-"+unique[len(unique)-6:])
+	image := tcsession.Image("bash")
+	t.Cleanup(func() { _ = c.Images().Remove(context.Background(), image, true) })
+	_, err := c.Images().Inspect(ctx, image)
+	require.ErrorIs(t, err, images.ErrNotFound, "the image is missing to begin with")
+
+	ctr, err := tcsession.Run(ctx, image, tcsession.WithBuild())
+	testcontainers.CleanupContainer(t, ctr)
+	require.NoError(t, err)
+	res, err := ctr.RunCode(ctx, "echo $((6 * 7))")
+	require.NoError(t, err)
+	assert.Equal(t, "42\n", res.Stdout)
 }
