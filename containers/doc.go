@@ -5,5 +5,7 @@
 // It is one of the three packages (with images and volumes) that import the Docker SDK. Its
 // exported types are the project's own, so that a second backend can stand beside Docker
 // without touching the session package or the commands. It defines the subset of the Docker
-// client it uses (API) so that unit tests can use small fakes.
+// client it uses (API) so that unit tests can use small fakes. Config is the one export in the
+// SDK's types: it hands the hardened configuration to tcsession, whose testcontainers-go request
+// takes them, so that the hardening is written once.
 package containers
