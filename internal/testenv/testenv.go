@@ -25,6 +25,15 @@ import (
 	"github.com/runtimectl/runtimectl/tcsession"
 )
 
+// No registry to pull testcontainers' reaper (Ryuk) from here: unless the environment says
+// otherwise (TESTCONTAINERS_RYUK_DISABLED=false where it can run), the tests clean up through
+// Terminate. Set before any test runs: testcontainers reads its configuration once.
+func init() {
+	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
+		os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	}
+}
+
 var (
 	once     sync.Once
 	setupErr error
@@ -38,10 +47,6 @@ func Images(t testing.TB) {
 		t.Skip("integration test: needs Docker (skipped under -short)")
 	}
 	once.Do(func() {
-		// No registry to pull testcontainers' reaper from: the tests clean up through Terminate.
-		if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
-			os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
-		}
 		c, err := session.New()
 		if err != nil {
 			setupErr = err
