@@ -1,8 +1,9 @@
 // Package testenv sets up what integration tests need and testcontainers-go does not: the
 // session images built once from this repository's Dockerfiles (through the project's own
 // builder), unique session names from the test's name, and contexts bounded by the test.
-// Sessions themselves come from tcsession (testcontainers-go), which removes them. Tests that use it are skipped under
-// `go test -short` only; without -short a missing engine is a failure, not a skip.
+// Sessions themselves come from tcsession (testcontainers-go), which removes them. Tests that
+// use it are skipped under `go test -short` only; without -short a missing engine is a
+// failure, not a skip.
 package testenv
 
 import (
@@ -39,7 +40,7 @@ var (
 	setupErr error
 )
 
-// Images builds the python and bash images once per test binary (skipped when their content
+// Images builds every language's image once per test binary (skipped when their content
 // hash is unchanged).
 func Images(t testing.TB) {
 	t.Helper()
