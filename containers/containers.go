@@ -105,8 +105,9 @@ func (m *Manager) classify(err error) error { return classifyHost(err, m.api.Dae
 // Name returns the container name of a session.
 func Name(session string) string { return Prefix + session }
 
-// config builds the container's configuration: the hardening lives here, in one place.
-func config(s Spec) (*container.Config, *container.HostConfig) {
+// Config builds the container's configuration: the hardening lives here, in one place. Create
+// uses it; so does tcsession, which hands it to testcontainers-go.
+func Config(s Spec) (*container.Config, *container.HostConfig) {
 	env := append([]string{
 		contract.SettingsEnv + "=" + s.Settings,
 		"PAGER=cat", "GIT_TERMINAL_PROMPT=0", "DEBIAN_FRONTEND=noninteractive",
@@ -176,7 +177,7 @@ func config(s Spec) (*container.Config, *container.HostConfig) {
 // Create creates the container, or returns the existing one of that name (create is
 // idempotent: a conflict means inspect and reuse).
 func (m *Manager) Create(ctx context.Context, s Spec) (Info, error) {
-	cfg, hc := config(s)
+	cfg, hc := Config(s)
 	_, err := m.api.ContainerCreate(ctx, cfg, hc, nil, nil, Name(s.Session))
 	if err != nil && !IsConflict(err) {
 		if s.Runtime != "" && strings.Contains(strings.ToLower(err.Error()), "runtime") {

@@ -7,5 +7,7 @@
 // without touching the session package or the commands. It defines the subset of the Docker
 // client it uses (API), so that the package's dependence on the SDK is visible in one place;
 // what needs no engine (error classification) has unit tests, and the rest is tested on a real
-// engine by the integration tests of session and cli.
+// engine by the integration tests of session and cli. Config is the one export in the SDK's
+// types: it hands the hardened configuration to tcsession, whose testcontainers-go request
+// takes them, so that the hardening is written once.
 package containers

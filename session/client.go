@@ -206,7 +206,7 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 			if err := c.checkImage(ctx, st); err != nil {
 				return nil, info, err
 			}
-			if _, err := c.vol.Create(ctx, st.Session, st.Lang, st.Encode(), volumes.WithDriverOpts(spec.VolumeOpts)); err != nil {
+			if err := c.createVolumes(ctx, st, volumes.WithDriverOpts(spec.VolumeOpts)); err != nil {
 				return nil, info, err
 			}
 			info.Created = true

@@ -71,6 +71,18 @@ func WithDriverOpts(opts map[string]string) CreateOption {
 	}
 }
 
+// WithLabels adds labels to the volume, beside runtimectl's own (which they cannot replace):
+// testcontainers-go's, for instance, so that its reaper removes the volume with the container.
+func WithLabels(labels map[string]string) CreateOption {
+	return func(o *volume.CreateOptions) {
+		for k, v := range labels {
+			if _, ours := o.Labels[k]; !ours {
+				o.Labels[k] = v
+			}
+		}
+	}
+}
+
 // Create creates the session's volume with its settings, or returns the existing one.
 func (m *Manager) Create(ctx context.Context, session, lang, settings string, opts ...CreateOption) (Volume, error) {
 	co := volume.CreateOptions{

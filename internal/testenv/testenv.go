@@ -1,7 +1,9 @@
-// Package testenv sets up what integration tests need: a Docker engine, the session images
-// built from this repository's Dockerfiles (through the project's own builder), unique session
-// names, and cleanup of everything a test creates. Tests that use it are skipped under
-// `go test -short` only; without -short a missing engine is a failure, not a skip.
+// Package testenv sets up what integration tests need and testcontainers-go does not: the
+// session images built once from this repository's Dockerfiles (through the project's own
+// builder), unique session names from the test's name, and contexts bounded by the test.
+// Sessions themselves come from tcsession (testcontainers-go), which removes them. Tests that
+// use it are skipped under `go test -short` only; without -short a missing engine is a
+// failure, not a skip.
 package testenv
 
 import (
@@ -16,17 +18,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/testcontainers/testcontainers-go"
+
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/session"
+	"github.com/runtimectl/runtimectl/tcsession"
 )
+
+// No registry to pull testcontainers' reaper (Ryuk) from here: unless the environment says
+// otherwise (TESTCONTAINERS_RYUK_DISABLED=false where it can run), the tests clean up through
+// Terminate. Set before any test runs: testcontainers reads its configuration once.
+func init() {
+	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
+		os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	}
+}
 
 var (
 	once     sync.Once
 	setupErr error
 )
 
-// Images builds the python and bash images once per test binary (skipped when their content
+// Images builds every language's image once per test binary (skipped when their content
 // hash is unchanged).
 func Images(t testing.TB) {
 	t.Helper()
@@ -34,7 +48,6 @@ func Images(t testing.TB) {
 		t.Skip("integration test: needs Docker (skipped under -short)")
 	}
 	once.Do(func() {
-		os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 		c, err := session.New()
 		if err != nil {
 			setupErr = err
@@ -89,25 +102,40 @@ func Name(t testing.TB) string {
 	return strings.Trim("t-"+base, "-") + "-" + hex.EncodeToString(b)
 }
 
-// Start starts a session and registers its removal (container and volume) before the test
-// asserts anything.
+// Start starts a session through tcsession (testcontainers-go: the container, its readiness
+// and its removal with the session's volumes at the end of the test) and returns its handle.
+// A spec without a name gets a unique one; without an image, runtimectl's image for its
+// language. c is the test's client, kept in the signature for the tests that drive the session
+// through it; the session is the same whichever client opens it.
 func Start(t testing.TB, c *session.Client, spec session.Spec) *session.Session {
 	t.Helper()
+	Images(t)
 	if spec.Name == "" {
 		spec.Name = Name(t)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_ = c.Remove(ctx, spec.Name, true)
-	})
+	image := spec.Image
+	if image == "" {
+		name := spec.Lang
+		if name == "" {
+			name = "python"
+		}
+		l, err := lang.Get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		image = images.Ref(l)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s, _, err := c.Start(ctx, spec)
+	ctr, err := tcsession.Run(ctx, image, tcsession.WithSpec(spec))
+	testcontainers.CleanupContainer(t, ctr)
 	if err != nil {
 		t.Fatalf("start session %s: %v", spec.Name, err)
 	}
-	t.Cleanup(func() { s.Close() })
+	s, err := ctr.Session(ctx)
+	if err != nil {
+		t.Fatalf("session %s: %v", spec.Name, err)
+	}
 	return s
 }
 

@@ -20,7 +20,7 @@ import (
 	"github.com/runtimectl/runtimectl/session"
 )
 
-var phases = []string{"exec", "exprs", "cli", "cold", "snapshot-array", "snapshot-df", "restore", "stdout", "memory", "many"}
+var phases = []string{"exec", "exprs", "cli", "cold", "tcsession", "snapshot-array", "snapshot-df", "restore", "stdout", "memory", "many"}
 
 func main() {
 	out := flag.String("out", "bench/results.json", "write the results here")
@@ -88,6 +88,7 @@ func run(out, only string, scale float64, many int, rt string) int {
 		"stdout":         r.Stdout,
 		"memory":         r.Memory,
 		"many":           func(ctx context.Context) error { return r.Many(ctx, many) },
+		"tcsession":      r.TCSession,
 	}
 	failed := 0
 	for _, p := range phases {
