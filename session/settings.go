@@ -28,6 +28,10 @@ type Settings struct {
 	Runtime       string    `json:"runtime,omitempty"`
 	IdleStop      string    `json:"idle_stop,omitempty"` // a duration: `session gc` stops the session after this long idle
 	Created       time.Time `json:"created"`
+
+	// Owner names who made the session through `runtimectl serve` (its token's name); "" for
+	// sessions made otherwise. The server shows a session only to its owner and to admins.
+	Owner string `json:"owner,omitempty"`
 }
 
 func (s Settings) encode() string {
