@@ -283,6 +283,7 @@ func (s *Server) checkOwner(ctx context.Context, name string, tok Token, fresh b
 		if err != nil {
 			if errors.Is(err, session.ErrNotFound) {
 				s.forget(name)
+				return notFound(name)
 			}
 			return err
 		}

@@ -91,7 +91,8 @@ class Transport:
                 c.request(method, path, body=body, headers=self._headers(headers))
                 resp = c.getresponse()
                 break
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
+                    http.client.CannotSendRequest, http.client.ResponseNotReady) as e:
                 # A kept-alive connection that the server had closed (idle, or restarted):
                 # send again once on a new one.
                 self.close()

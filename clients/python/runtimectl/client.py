@@ -117,6 +117,18 @@ def _extract(data: bytes, dest: str) -> List[str]:
     return names
 
 
+# The status that each code of a stream's "fail" event stands for.
+_FAIL_STATUS = {"detached": 503, "unavailable": 503, "busy": 429, "not_found": 404, "invalid": 400, "timeout": 504}
+
+
+def _finish(resp: Any) -> None:
+    """Reads the rest of a streamed response, so that its connection serves the next request."""
+    try:
+        resp.read()
+    except Exception:
+        pass
+
+
 class Session:
     """A handle on one session of the server. Get one with Client.start or Client.get."""
 
@@ -157,6 +169,7 @@ class Session:
         t = self._c._t
         resp = t.open("POST", self._p("/exec"), json.dumps(payload).encode(),
                       {"Content-Type": "application/json", "Accept": "application/x-ndjson"}, timeout=read_timeout)
+        ended = False
         try:
             for ev in t.lines(resp):
                 kind = ev.get("event")
@@ -170,14 +183,22 @@ class Session:
                     if on_notice is not None:
                         on_notice(ev.get("message", ""))
                 elif kind == "end":
+                    ended = True
+                    _finish(resp)
                     return Execution.from_json(ev)
                 elif kind == "fail":
-                    raise from_response(503 if ev.get("code") in ("detached", "unavailable") else 500,
-                                        ev, "the execution failed in the runtime")
+                    ended = True
+                    _finish(resp)
+                    raise from_response(_FAIL_STATUS.get(str(ev.get("code")), 500), ev, "the execution failed in the runtime")
         except socket.timeout as e:
+            t.close()
             raise TimeoutError(
                 "no result from session %s within %ss; the code may still run there (interrupt it "
                 "with Session.interrupt())" % (self.name, read_timeout)) from e
+        finally:
+            if not ended:
+                # A callback raised, or the stream broke: the connection is mid-response.
+                t.close()
         raise RuntimeUnavailable("the stream of the execution ended without its result; it goes on in the session and lands in its history: see Session.history()")
 
     def interrupt(self) -> bool:
