@@ -67,7 +67,7 @@ func startServe(t *testing.T, tokens string, extra ...string) *serveProc {
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(pipe)
-		re := regexp.MustCompile(`serving on (http://\S+)`)
+		re := regexp.MustCompile(`serving on ((?:https?|unix)://\S+)`)
 		for sc.Scan() {
 			p.mu.Lock()
 			p.stderr.WriteString(sc.Text() + "\n")
