@@ -35,7 +35,7 @@ test: images ## every test, unit and integration (needs Docker; builds the image
 	$(MAKE) fuzz FUZZTIME=30000x
 	$(MAKE) test-python
 
-test-python: build ## the Python client's tests (pytest) against a real `runtimectl serve`; installs Debian's python3-pytest when missing
+test-python: images ## the Python client's tests (pytest) against a real `runtimectl serve`; installs Debian's python3-pytest when missing
 	bash scripts/pytest.sh
 
 test-short: ## unit tests only, no Docker
