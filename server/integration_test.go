@@ -474,3 +474,39 @@ func TestUploadsOverTheLimitAre413(t *testing.T) {
 }
 
 func execOpts() session.ExecOptions { return session.ExecOptions{Timeout: time.Minute} }
+
+// A client that stops reading is cut off after the write timeout; its execution runs to its
+// end in the session and lands in the history, and the session serves the next request.
+func TestASlowClientIsCutOffAndTheExecutionLands(t *testing.T) {
+	c := testenv.Client(t)
+	base := newServer(t, c, func(cfg *server.Config) { cfg.WriteTimeout = time.Second })
+	a := api{t: t, base: base, token: tokA}
+	name := startSession(t, c, a, nil)
+	code := "import sys\nfor _ in range(64):\n    sys.stdout.write('x' * (1 << 20))\nflooded = True"
+	resp := a.req("POST", "/v1/sessions/"+name+"/exec", map[string]any{"code": code, "max_output": "80m"}, map[string]string{"Accept": server.NDJSON})
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	// Read nothing until the server has given up on this client.
+	ctx := testenv.Ctx(t, 2*time.Minute)
+	var landed bool
+	for i := 0; i < 120 && !landed; i++ {
+		execs, _, err := c.History(ctx, name)
+		require.NoError(t, err)
+		for _, e := range execs {
+			landed = landed || (strings.Contains(e.Code, "flooded = True") && e.Status == "ok")
+		}
+		if !landed {
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	require.True(t, landed, "the execution ran to its end in the session")
+	evs, _ := events(bufio.NewReader(resp.Body))
+	if len(evs) > 0 {
+		assert.NotEqual(t, "end", evs[len(evs)-1]["event"], "the slow client's stream was cut before the end")
+	}
+	r := a.exec(name, "flooded")
+	assert.Equal(t, "True", *r.Result)
+	st, raw := a.do("GET", "/metrics", nil, nil)
+	require.Equal(t, http.StatusOK, st)
+	assert.Contains(t, string(raw), `runtimectl_executions_total{status="detached"} 1`)
+}
