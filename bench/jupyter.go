@@ -9,15 +9,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/runtimectl/runtimectl/images"
 )
 
 // JupyterImage is the comparison image: runtimectl's python image plus Debian's ipykernel and
 // jupyter_client. It is built once and reused by tag.
-const JupyterImage = "runtimectl-bench/jupyter:latest"
+var JupyterImage = "runtimectl-bench/jupyter:" + images.Tag()
 
 // jupyterDockerfile adds the Jupyter packages to the session image. The image's ENTRYPOINT is
 // the runtimectl agent, so it is reset.
-const jupyterDockerfile = `FROM runtimectl/python:latest
+var jupyterDockerfile = `FROM ` + PythonImage + `
 USER root
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-ipykernel python3-jupyter-client \

@@ -12,14 +12,16 @@ import (
 	"time"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/session"
 )
 
 // SessionPrefix starts the name of every session the benchmarks create.
 const SessionPrefix = "rtbench-"
 
-// PythonImage is the session image, and the image of the bare baselines.
-const PythonImage = "runtimectl/python:latest"
+// PythonImage is the session image, and the image of the bare baselines (its tag follows
+// RUNTIMECTL_IMAGE_TAG, as the sessions' does).
+var PythonImage = "runtimectl/python:" + images.Tag()
 
 // Runner runs the phases and owns what they create.
 type Runner struct {

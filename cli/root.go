@@ -165,7 +165,7 @@ being stopped, killed or replaced.`,
 		return usagef("%v; see `%s --help`", err, c.CommandPath())
 	})
 	root.AddCommand(newCmdSession(f), newCmdImage(f), newCmdVolume(f), newCmdVersion(f))
-	root.AddCommand(newCmdDoctor(f), newCmdCompletion(f))
+	root.AddCommand(newCmdDoctor(f), newCmdCompletion(f), newCmdServe(f))
 	return root
 }
 

@@ -51,6 +51,8 @@ type Spec struct {
 	Settings string // JSON, passed to the agent as RUNTIMECTL_SETTINGS
 	Runtime  string // an OCI runtime such as runsc; "" is the engine's default
 	TmpSize  int64  // bytes of /tmp (tmpfs, counted in the memory limit)
+	// Labels are added to the container's own (which they cannot replace).
+	Labels map[string]string
 }
 
 // Defaults for a session container.
@@ -112,7 +114,11 @@ func Config(s Spec) (*container.Config, *container.HostConfig) {
 		contract.SettingsEnv + "=" + s.Settings,
 		"PAGER=cat", "GIT_TERMINAL_PROMPT=0", "DEBIAN_FRONTEND=noninteractive",
 	}, s.Env...)
-	labels := map[string]string{LabelSession: s.Session, LabelLang: s.Lang, LabelSchema: Schema}
+	labels := map[string]string{}
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	labels[LabelSession], labels[LabelLang], labels[LabelSchema] = s.Session, s.Lang, Schema
 	cfg := &container.Config{
 		Image:      s.Image,
 		Env:        env,

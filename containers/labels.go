@@ -9,6 +9,7 @@ const (
 	LabelSettings = "io.runtimectl.settings" // on the volume: the session's settings (JSON)
 	LabelAgent    = "io.runtimectl.agent"    // on images: carries the runtimectl agent
 	LabelHash     = "io.runtimectl.content-hash"
+	LabelOwner    = "io.runtimectl.owner" // on containers made through `runtimectl serve`: the token's name
 	Schema        = "1"
 )
 

@@ -137,6 +137,10 @@ type Settings struct {
 	Runtime       string         `json:"runtime,omitempty"`
 	IdleStop      string         `json:"idle_stop,omitempty"` // a duration: `session gc` stops the session after this long idle
 	Created       time.Time      `json:"created"`
+
+	// Owner names who made the session through `runtimectl serve` (its token's name); "" for
+	// sessions made otherwise. The server shows a session only to its owner and to admins.
+	Owner string `json:"owner,omitempty"`
 	// Read by the agent only, for tests and tuning; zero values take the agent's defaults.
 	GraceMs         int64 `json:"grace_ms,omitempty"`
 	SnapshotBudgetS int64 `json:"snapshot_budget_s,omitempty"`

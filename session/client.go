@@ -98,6 +98,9 @@ type Spec struct {
 	VolumeOpts map[string]string
 	// IdleStop records a policy on the session: `session gc` stops it after this long idle.
 	IdleStop time.Duration
+	// Owner records who made the session (see Settings.Owner); it is also the container's
+	// io.runtimectl.owner label.
+	Owner string
 }
 
 func (s Spec) settings() (Settings, error) {
@@ -147,8 +150,8 @@ func (s Spec) settings() (Settings, error) {
 		idle = s.IdleStop.String()
 	}
 	return Settings{
-		IdleStop: idle,
-		Schema:   SettingsSchema, Session: s.Name, Lang: s.Lang, Image: s.Image, Memory: s.Memory, CPUs: s.CPUs,
+		IdleStop: idle, Owner: s.Owner,
+		Schema: SettingsSchema, Session: s.Name, Lang: s.Lang, Image: s.Image, Memory: s.Memory, CPUs: s.CPUs,
 		Pids: s.Pids, Network: s.Network, Env: s.Env, Snapshot: policy, KeepSnapshots: s.KeepSnapshots,
 		MaxOutput: s.MaxOutput, Runtime: s.Runtime, Created: time.Now().UTC(),
 	}, nil
@@ -158,7 +161,7 @@ func containerSpec(st Settings) containers.Spec {
 	return containers.Spec{
 		Session: st.Session, Lang: st.Lang, Image: st.Image, Volume: volumes.Name(st.Session),
 		Memory: st.Memory, CPUs: st.CPUs, Pids: st.Pids, Network: st.Network, Env: st.Env,
-		Settings: st.Encode(), Runtime: st.Runtime,
+		Settings: st.Encode(), Runtime: st.Runtime, Labels: ownerLabels(st.Owner),
 	}
 }
 

@@ -28,6 +28,7 @@ type Info struct {
 	Created    time.Time `json:"created"`
 	Executions int64     `json:"executions"` // the latest execution's seq (see executions); -1 when unknown
 	LastExec   string    `json:"last_exec,omitempty"`
+	Owner      string    `json:"owner,omitempty"` // who made it through `runtimectl serve`
 }
 
 // List returns every session: those with a container, and those whose container was removed
@@ -56,13 +57,13 @@ func (c *Client) List(ctx context.Context) ([]Info, error) {
 			if st, err := decodeSettings(v.Settings); err == nil {
 				// The reference the session was made with; Docker shows an image ID once the
 				// tag has moved to a newer build.
-				in.Created, in.Image = st.Created, st.Image
+				in.Created, in.Image, in.Owner = st.Created, st.Image, st.Owner
 			}
 			continue
 		}
 		in := &Info{Name: v.Session, Lang: v.Lang, State: "removed", Created: v.Created, Executions: -1}
 		if st, err := decodeSettings(v.Settings); err == nil {
-			in.Image, in.Created = st.Image, st.Created
+			in.Image, in.Created, in.Owner = st.Image, st.Created, st.Owner
 		}
 		out = append(out, in)
 	}

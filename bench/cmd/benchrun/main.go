@@ -20,7 +20,7 @@ import (
 	"github.com/runtimectl/runtimectl/session"
 )
 
-var phases = []string{"exec", "exprs", "cli", "cold", "tcsession", "snapshot-array", "snapshot-df", "restore", "stdout", "memory", "many"}
+var phases = []string{"exec", "python", "exprs", "cli", "cold", "tcsession", "snapshot-array", "snapshot-df", "restore", "stdout", "memory", "many"}
 
 func main() {
 	out := flag.String("out", "bench/results.json", "write the results here")
@@ -80,6 +80,7 @@ func run(out, only string, scale float64, many int, rt string) int {
 	steps := map[string]func(context.Context) error{
 		"exec":           r.ExecRoundTrip,
 		"exprs":          r.Exprs,
+		"python":         r.PythonClient,
 		"cli":            r.CLIExec,
 		"cold":           r.ColdStart,
 		"snapshot-array": func(ctx context.Context) error { return r.Snapshots(ctx, bench.StateArray) },

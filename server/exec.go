@@ -1,0 +1,268 @@
+package server
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/runtimectl/runtimectl/history"
+	"github.com/runtimectl/runtimectl/session"
+)
+
+// execRequest is the body of POST /v1/sessions/NAME/exec.
+type execRequest struct {
+	Code      string   `json:"code"`
+	Timeout   Duration `json:"timeout"`    // seconds, or "30s"; 0: none
+	MaxOutput Size     `json:"max_output"` // bytes per stream delivered; 0: the session's default
+}
+
+// richOutput is a rich output with its bytes (base64 in JSON).
+type richOutput struct {
+	history.Output
+	Data []byte `json:"data,omitempty"`
+	// Problem says why Data is missing (too large, unreadable).
+	Problem string `json:"problem,omitempty"`
+}
+
+// execReply is the Result of `session exec --json`, its outputs carrying their bytes.
+type execReply struct {
+	*session.Result
+	Outputs []richOutput `json:"outputs"`
+}
+
+// Event is one line of an execution's NDJSON stream.
+type Event struct {
+	Event   string `json:"event"` // stdout, stderr, notice, output, end, fail
+	Data    string `json:"data,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// NDJSON is the media type of a streamed execution.
+const NDJSON = "application/x-ndjson"
+
+// maxOutputData caps the bytes of one rich output sent with a result.
+const maxOutputData = 16 << 20
+
+func wantsStream(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && (mt == NDJSON || mt == "application/jsonl") {
+			return true
+		}
+	}
+	return false
+}
+
+// streamWriter writes events as lines, each with its own deadline; the first failed write
+// marks the client gone and closes gone.
+type streamWriter struct {
+	w        http.ResponseWriter
+	rc       *http.ResponseController
+	timeout  time.Duration
+	broken   bool
+	gone     chan struct{}
+	goneOnce sync.Once
+	bytes    func(stream string, n int)
+	// carry holds the start of a UTF-8 character split across two chunks, per stream.
+	carry map[string][]byte
+}
+
+func (sw *streamWriter) write(v any) {
+	if sw.broken {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err == nil {
+		_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
+		if _, err = sw.w.Write(append(b, '\n')); err == nil {
+			err = sw.rc.Flush()
+		}
+	}
+	if err != nil {
+		sw.broken = true
+		sw.goneOnce.Do(func() { close(sw.gone) })
+	}
+}
+
+// chunk sends output of one stream, holding back an incomplete character at its end.
+func (sw *streamWriter) chunk(stream string, p []byte) {
+	sw.bytes(stream, len(p))
+	buf := append(sw.carry[stream], p...)
+	cut := len(buf)
+	// An incomplete character is at most 3 bytes from the end.
+	for i := len(buf) - 1; i >= 0 && i >= len(buf)-3; i-- {
+		if utf8.RuneStart(buf[i]) {
+			if !utf8.FullRune(buf[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	sw.carry[stream] = append([]byte(nil), buf[cut:]...)
+	if cut > 0 {
+		sw.write(Event{Event: stream, Data: string(buf[:cut])})
+	}
+}
+
+func (sw *streamWriter) flushCarry() {
+	for _, stream := range []string{"stdout", "stderr"} {
+		if c := sw.carry[stream]; len(c) > 0 {
+			sw.write(Event{Event: stream, Data: string(c)})
+			sw.carry[stream] = nil
+		}
+	}
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request, tok Token) {
+	name := r.PathValue("name")
+	var req execRequest
+	if !s.readJSON(w, r, &req) {
+		return
+	}
+	ctx := r.Context()
+	if err := s.checkOwner(ctx, name, tok, false); err != nil {
+		fail(w, err)
+		return
+	}
+	if !s.acquire(tok) {
+		writeError(w, http.StatusTooManyRequests, "busy", fmt.Sprintf("%d executions of this token run already (the cap); wait for one to end", s.cfg.MaxExecs))
+		return
+	}
+	defer s.release(tok)
+	h, err := s.handle(ctx, name)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	start := time.Now()
+	stream := wantsStream(r)
+	sw := &streamWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout, gone: make(chan struct{}),
+		carry: map[string][]byte{}, bytes: func(st string, n int) { s.metrics.bytes.WithLabelValues(st).Add(float64(n)) }}
+	// The code is not interrupted when the client goes away, nor when the server stops: the
+	// execution ends in the session and lands in its history. Only the stream ends.
+	detach := make(chan struct{})
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-s.detach:
+		case <-sw.gone:
+		case <-done:
+			return
+		}
+		close(detach)
+	}()
+	eo := session.ExecOptions{Timeout: time.Duration(req.Timeout), MaxOutput: int64(req.MaxOutput), Detach: detach}
+	if stream {
+		w.Header().Set("Content-Type", NDJSON)
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(http.StatusOK)
+		_ = sw.rc.Flush()
+		eo.OnStdout = func(p []byte) { sw.chunk("stdout", p) }
+		eo.OnStderr = func(p []byte) { sw.chunk("stderr", p) }
+		eo.OnNotice = func(m string) { sw.write(Event{Event: "notice", Message: m}) }
+	} else {
+		eo.OnStdout = func(p []byte) { sw.bytes("stdout", len(p)) }
+		eo.OnStderr = func(p []byte) { sw.bytes("stderr", len(p)) }
+	}
+	res, err := h.Exec(context.WithoutCancel(ctx), req.Code, eo)
+	if err != nil {
+		status := "failed"
+		select {
+		case <-detach:
+			status = "detached"
+		default:
+		}
+		s.metrics.execs.WithLabelValues(status).Inc()
+		if errors.Is(err, session.ErrNotFound) {
+			s.forget(name)
+		}
+		if stream {
+			code, msg := "internal", err.Error()
+			if status == "detached" {
+				code, msg = "detached", "the stream ended before the execution; it goes on in the session and lands in its history"
+			} else {
+				_, code = classify(err)
+			}
+			sw.flushCarry()
+			sw.write(struct {
+				Event string `json:"event"`
+				apiError
+			}{"fail", apiError{Error: msg, Code: code}})
+			return
+		}
+		fail(w, err)
+		return
+	}
+	s.metrics.execs.WithLabelValues(string(res.Status)).Inc()
+	s.metrics.latency.Observe(time.Since(start).Seconds())
+	rep := execReply{Result: res, Outputs: s.outputs(r, name, res.Outputs)}
+	if !stream {
+		writeJSON(w, http.StatusOK, rep)
+		return
+	}
+	sw.flushCarry()
+	for _, o := range rep.Outputs {
+		sw.write(struct {
+			Event string `json:"event"`
+			richOutput
+		}{"output", o})
+	}
+	sw.write(struct {
+		Event string `json:"event"`
+		execReply
+	}{"end", rep})
+}
+
+// outputs reads the bytes of each rich output from the session.
+func (s *Server) outputs(r *http.Request, name string, outs []history.Output) []richOutput {
+	rich := make([]richOutput, 0, len(outs))
+	for _, o := range outs {
+		ro := richOutput{Output: o}
+		data, err := s.readOne(r, name, o.Path, maxOutputData)
+		if err != nil {
+			ro.Problem = err.Error()
+		} else {
+			ro.Data = data
+		}
+		rich = append(rich, ro)
+	}
+	return rich
+}
+
+// readOne reads one regular file of the session through the engine (running or not), up to
+// max bytes.
+func (s *Server) readOne(r *http.Request, name, path string, max int64) ([]byte, error) {
+	abs, err := session.ResolvePath(path)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := s.cfg.Client.Containers().CopyFrom(r.Context(), name, abs)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			return nil, fmt.Errorf("%s: not a file", path)
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			continue
+		}
+		if hdr.Size > max {
+			return nil, fmt.Errorf("%s: %d bytes, over the cap of %d", path, hdr.Size, max)
+		}
+		return io.ReadAll(tr)
+	}
+}
