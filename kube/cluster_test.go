@@ -243,7 +243,7 @@ func TestSessionPodLifecycle(t *testing.T) {
 	assert.Equal(t, "bash", c.Hello().Lang)
 	assert.Equal(t, execproto.Version, c.Hello().Protocol)
 	res := run(t, c, `echo kept > /workspace/f.txt; id -u; grep CapEff /proc/self/status | cut -f2; touch /rootfs-test 2>/dev/null && echo rw || echo ro; stat -c %a /tmp`)
-	assert.Equal(t, "ok", res.Status, "stderr: %s", res.Stderr)
+	assert.Equal(t, "ok", string(res.Status), "stderr: %s", res.Stderr)
 	assert.Equal(t, "1000\n0000000000000000\nro\n1777\n", res.Stdout, "the kernel is uid 1000 with no capabilities on a read-only root, /tmp sticky")
 
 	// Copy out and in, as the session user; the state is root's, outside the workspace.

@@ -177,7 +177,7 @@ func TestServeRoutesEndToEnd(t *testing.T) {
 	assert.Equal(t, "running", started["state"])
 
 	r := a.exec(name, "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3]})\nprint('built')\ndf.a.sum()")
-	assert.Equal(t, "ok", r.Status, r.Stderr)
+	assert.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "built\n", r.Stdout)
 	require.NotNil(t, r.Result)
 	assert.Equal(t, "6", *r.Result)
@@ -185,7 +185,7 @@ func TestServeRoutesEndToEnd(t *testing.T) {
 	assert.Equal(t, name, r.Session)
 
 	r = a.exec(name, "print(undefined)")
-	assert.Equal(t, "error", r.Status)
+	assert.Equal(t, "error", string(r.Status))
 	require.NotNil(t, r.Error)
 	assert.Equal(t, "NameError", r.Error.Name)
 
@@ -207,7 +207,7 @@ func TestServeRoutesEndToEnd(t *testing.T) {
 
 	// A figure comes back with its bytes.
 	r = a.exec(name, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.savefig('fig.png')")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	require.Len(t, r.Outputs, 1)
 	assert.Equal(t, "image/png", r.Outputs[0].Mime)
 	assert.True(t, bytes.HasPrefix(r.Outputs[0].Data, []byte("\x89PNG")), "the figure's bytes come with the result")
@@ -289,7 +289,7 @@ func TestServeRoutesEndToEnd(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
 	r = a.exec(name, "open('up/in/sub/b.txt').read()")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "'B'", *r.Result)
 	resp = a.req("GET", "/v1/sessions/"+name+"/files/up", nil, nil)
 	require.Equal(t, server.TarType, resp.Header.Get("Content-Type"))

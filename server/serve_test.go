@@ -224,7 +224,7 @@ func TestRestartingTheServerMidwayLosesNothing(t *testing.T) {
 	require.Equal(t, http.StatusOK, st, string(raw))
 	assert.Equal(t, "alice", info["owner"])
 	r := a2.exec(name, "a + b") // queued behind the running one in the session
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "3", *r.Result)
 	var hist []map[string]any
 	a2.do("GET", "/v1/sessions/"+name+"/history", nil, &hist)

@@ -46,7 +46,7 @@ func TestRunGivesASessionThatRunsCodeAndTerminateRemovesIt(t *testing.T) {
 
 	res, err := ctr.RunCode(ctx, "x = 40 + 2\nx")
 	require.NoError(t, err)
-	require.Equal(t, "ok", res.Status, res.Stderr)
+	require.Equal(t, "ok", string(res.Status), res.Stderr)
 	require.NotNil(t, res.Result)
 	assert.Equal(t, "42", *res.Result)
 
@@ -91,7 +91,7 @@ func TestRunGivesASessionThatRunsCodeAndTerminateRemovesIt(t *testing.T) {
 	require.NoError(t, ctr.CopyFileToContainer(ctx, host, "/workspace/in.txt", 0o640))
 	res, err = ctr.RunCode(ctx, "import os\n(open('in.txt').read(), oct(os.stat('in.txt').st_mode & 0o777), os.stat('in.txt').st_uid)")
 	require.NoError(t, err)
-	require.Equal(t, "ok", res.Status, res.Stderr)
+	require.Equal(t, "ok", string(res.Status), res.Stderr)
 	assert.Equal(t, "('hello\\n', '0o640', 1000)", *res.Result, "the session's user owns what is copied in")
 	rc, err := ctr.CopyFileFromContainer(ctx, "/workspace/in.txt")
 	require.NoError(t, err)
@@ -191,7 +191,7 @@ func TestWithKeepVolumeKeepsTheSessionForSessionStart(t *testing.T) {
 	require.NoError(t, err)
 	res, err := ctr.RunCode(ctx, "y = 7")
 	require.NoError(t, err)
-	require.Equal(t, "ok", res.Status, res.Stderr)
+	require.Equal(t, "ok", string(res.Status), res.Stderr)
 	require.NoError(t, ctr.Terminate(ctx))
 
 	info, ok := listed(t, c, name)

@@ -61,7 +61,7 @@ func TestSharedSessionKeepsStateBetweenCalls(t *testing.T) {
 	require.NoError(t, err)
 	res, err := shared.RunCode(ctx, "int(df.a.sum())")
 	require.NoError(t, err)
-	require.Equal(t, "ok", res.Status, res.Stderr)
+	require.Equal(t, "ok", string(res.Status), res.Stderr)
 	assert.Equal(t, "6", *res.Result)
 }
 
@@ -69,7 +69,7 @@ func TestCodeThatRaisesIsAResultNotAnError(t *testing.T) {
 	needsDocker(t)
 	res, err := shared.RunCode(context.Background(), "1 / 0")
 	require.NoError(t, err, "the runtime worked")
-	assert.Equal(t, "error", res.Status)
+	assert.Equal(t, "error", string(res.Status))
 	require.NotNil(t, res.Error)
 	assert.Equal(t, "ZeroDivisionError", res.Error.Name)
 }
@@ -87,7 +87,7 @@ func TestAnOwnSessionPerTest(t *testing.T) {
 	require.NoError(t, c.CopyToContainer(ctx, []byte("a,b\n1,2\n3,4\n"), "/workspace/data.csv", 0o644))
 	res, err := c.RunCode(ctx, "import os, pandas as pd\nt = pd.read_csv('data.csv')\n(os.environ['MODE'], int(t.b.sum()))")
 	require.NoError(t, err)
-	require.Equal(t, "ok", res.Status, res.Stderr)
+	require.Equal(t, "ok", string(res.Status), res.Stderr)
 	assert.Equal(t, "('test', 6)", *res.Result)
 
 	// The full session: variables, snapshots, restore, streamed output...
@@ -102,6 +102,6 @@ func TestAnOwnSessionPerTest(t *testing.T) {
 	var out []byte
 	res, err = s.Exec(ctx, "print(len(t))", session.ExecOptions{OnStdout: func(p []byte) { out = append(out, p...) }})
 	require.NoError(t, err)
-	require.Equal(t, "ok", res.Status, res.Stderr)
+	require.Equal(t, "ok", string(res.Status), res.Stderr)
 	assert.Equal(t, "2\n", string(out), "t is back from the snapshot")
 }

@@ -58,7 +58,7 @@ func lifecycle(t *testing.T, svc *podmantest.Service) {
 	}
 
 	r := exec(s, "K=41; echo made > f")
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 
 	// Stop and start: a new container process, the shell's state restored.
 	require.NoError(t, c.Stop(testenv.Ctx(t, time.Minute), name))
@@ -93,7 +93,7 @@ func lifecycle(t *testing.T, svc *podmantest.Service) {
 touch /etc/x 2>/dev/null && echo rw || echo ro
 tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '
 ulimit -u -n | awk '{print $NF}'`)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 	require.GreaterOrEqual(t, len(lines), 6, r.Stdout)
 	assert.Equal(t, []string{"1000", "CapEff: 0000000000000000", "CapBnd: 00000000000000e0", "NoNewPrivs: 1", "ro", "lo"}, lines[:6], svc.String())
@@ -117,7 +117,7 @@ func pythonState(t *testing.T, svc *podmantest.Service) {
 	s := testenv.Start(t, c, session.Spec{Name: name})
 	r, err := s.Exec(testenv.Ctx(t, time.Minute), "import pandas as pd; df = pd.DataFrame({'a': [1, 2, 3]})", session.ExecOptions{})
 	require.NoError(t, err)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	require.NoError(t, c.Stop(testenv.Ctx(t, time.Minute), name)) // waits for the snapshot
 	s, _, err = c.Start(testenv.Ctx(t, 2*time.Minute), session.Spec{Name: name})
 	require.NoError(t, err)
@@ -128,7 +128,7 @@ func pythonState(t *testing.T, svc *podmantest.Service) {
 	defer s.Close()
 	r, err = s.Exec(testenv.Ctx(t, time.Minute), "int(df.a.sum())", session.ExecOptions{})
 	require.NoError(t, err)
-	require.Equal(t, "ok", r.Status, r.Stderr)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	require.NotNil(t, r.Result, svc.String())
 	assert.Equal(t, "6", *r.Result, svc.String())
 }
