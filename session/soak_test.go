@@ -48,6 +48,7 @@ func TestSoak(t *testing.T) {
 	s := testenv.Start(t, c, session.Spec{})
 	name := s.Name()
 	completed := map[int64]string{} // seq -> status, for every result that came back
+	checked := map[int64]string{}   // seq of a check -> the state it showed
 	begin := time.Now()
 	var kills, duringExec, afterExec, idle int
 	var restoredEmpty, restoredSaved int
@@ -146,20 +147,19 @@ func TestSoak(t *testing.T) {
 			require.Equal(t, st, string(e.Status), "iteration %d: execution %d", i, seq)
 		}
 
-		// The state is the one after the restored snapshot's execution.
+		// The state is the one after the restored snapshot's execution: an assignment's values
+		// when it is one (a snapshot follows only an execution that ran to its end), or what the
+		// check that ran there showed (`(v, n)` ran code: a tuple's repr calls its items', so a
+		// snapshot follows it too, holding the state the check ran on).
 		want := "NameError"
 		if info.Seq > 0 {
-			// The snapshot may follow a check (`(v, n)` ran code: a tuple's repr calls its
-			// items'), whose state is that of the assignment before it.
-			var m []string
-			for q := info.Seq; q > 0 && m == nil; q-- {
-				m = regexp.MustCompile(`^v = (\d+)\nblob = bytes\((\d+)\)`).FindStringSubmatch(codes[q])
-				if m == nil && codes[q] != "(v, n)" {
-					break
-				}
+			if m := regexp.MustCompile(`^v = (\d+)\nblob = bytes\((\d+)\)`).FindStringSubmatch(codes[info.Seq]); m != nil {
+				want = fmt.Sprintf("(%s, %s)", m[1], m[2])
+			} else {
+				shown, ok := checked[info.Seq]
+				require.True(t, ok, "iteration %d: the restored snapshot follows execution %d: %q", i, info.Seq, codes[info.Seq])
+				want = shown
 			}
-			require.NotNil(t, m, "iteration %d: the restored snapshot follows execution %d: %q", i, info.Seq, codes[info.Seq])
-			want = fmt.Sprintf("(%s, %s)", m[1], m[2])
 			restoredSaved++
 		} else {
 			restoredEmpty++
@@ -172,6 +172,7 @@ func TestSoak(t *testing.T) {
 			require.Equal(t, "ok", string(r.Status), "iteration %d: %s", i, r.Stderr)
 			require.Equal(t, want, *r.Result, "iteration %d: state after execution %d expected", i, info.Seq)
 		}
+		checked[r.Seq] = want
 		note(r)
 	}
 	elapsed := time.Since(begin)

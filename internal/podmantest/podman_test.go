@@ -1,6 +1,7 @@
 package podmantest_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +38,20 @@ func image(t *testing.T, name string) string {
 	return images.Ref(l)
 }
 
+// start starts a session on the service's engine through c (testenv.Start goes through
+// testcontainers-go, which talks to the default engine, not this one) and removes it, with
+// its volumes, at the end of the test.
+func start(t *testing.T, c *session.Client, spec session.Spec) *session.Session {
+	t.Helper()
+	s, _, err := c.Start(testenv.Ctx(t, 2*time.Minute), spec)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		s.Close()
+		_ = c.Remove(context.Background(), spec.Name, true)
+	})
+	return s
+}
+
 // lifecycle runs a bash session through the service: state across stop/start and across
 // `podman kill`, cp in and out, the hardening read back from inside, and rm.
 func lifecycle(t *testing.T, svc *podmantest.Service) {
@@ -49,7 +64,7 @@ func lifecycle(t *testing.T, svc *podmantest.Service) {
 	assert.Equal(t, "Podman", eng.Name)
 	assert.Equal(t, svc.Rootless, eng.Rootless)
 	name := testenv.Name(t)
-	s := testenv.Start(t, c, session.Spec{Name: name, Lang: "bash"})
+	s := start(t, c, session.Spec{Name: name, Lang: "bash"})
 	exec := func(s *session.Session, code string) *session.Result {
 		t.Helper()
 		r, err := s.Exec(testenv.Ctx(t, time.Minute), code, session.ExecOptions{})
@@ -114,7 +129,7 @@ func pythonState(t *testing.T, svc *podmantest.Service) {
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	name := testenv.Name(t) + "-py"
-	s := testenv.Start(t, c, session.Spec{Name: name})
+	s := start(t, c, session.Spec{Name: name})
 	r, err := s.Exec(testenv.Ctx(t, time.Minute), "import pandas as pd; df = pd.DataFrame({'a': [1, 2, 3]})", session.ExecOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "ok", string(r.Status), r.Stderr)
