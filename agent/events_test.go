@@ -114,6 +114,9 @@ func TestInterruptOnAConnectionWithThousandsOfRequests(t *testing.T) {
 	for i := 0; i < 1030; i++ {
 		execStub(t, c, "noop", 0)
 	}
+	// The last noop's result can come back before the agent has cleared it as running: wait
+	// for the sleep itself (the next seq) to run, so that every noop below queues behind it.
+	sleepSeq := s.Status().NextSeq
 	ctx, interrupt := context.WithCancel(context.Background())
 	defer interrupt()
 	long := make(chan *execproto.Result, 1)
@@ -121,7 +124,7 @@ func TestInterruptOnAConnectionWithThousandsOfRequests(t *testing.T) {
 		r, _ := c.Exec(ctx, execproto.Request{Code: "sleep"}, execproto.Handlers{}, nil)
 		long <- r
 	}()
-	waitRunning(t, s.Agent)
+	require.Eventually(t, func() bool { return s.Status().Running == sleepSeq }, 2*time.Minute, 10*time.Millisecond, "the sleep did not start")
 	var wg sync.WaitGroup
 	for i := 0; i < 1030; i++ {
 		wg.Add(1)
@@ -130,9 +133,8 @@ func TestInterruptOnAConnectionWithThousandsOfRequests(t *testing.T) {
 			_, _ = c.Exec(context.Background(), execproto.Request{Code: "noop"}, execproto.Handlers{}, nil)
 		}()
 	}
-	for s.Status().Queued <= 1024 { // more than 1024 requests wait behind the running one
-		time.Sleep(10 * time.Millisecond)
-	}
+	// More than 1024 requests wait behind the running one.
+	require.Eventually(t, func() bool { return s.Status().Queued > 1024 }, 2*time.Minute, 10*time.Millisecond, "the noops did not queue behind the sleep")
 	interrupt() // the client sends an interrupt frame for the running job
 	select {
 	case r := <-long:
