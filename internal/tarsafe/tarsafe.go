@@ -34,10 +34,11 @@ func Extract(r io.Reader, dst, rename string, keep Filter) (int, error) {
 	defer root.Close()
 	tr := tar.NewReader(r)
 	files := 0
+	var links []string
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			return files, nil
+			return files, recheckLinks(root, links)
 		}
 		if err != nil {
 			return files, fmt.Errorf("read tar: %w", err)
@@ -81,12 +82,18 @@ func Extract(r io.Reader, dst, rename string, keep Filter) (int, error) {
 			}
 			files++
 		case tar.TypeSymlink:
-			if err := checkLink(name, h.Linkname); err != nil {
+			if err := checkLink(root, name, h.Linkname); err != nil {
 				return files, err
+			}
+			if dir := path.Dir(name); dir != "." {
+				if err := root.MkdirAll(filepath.FromSlash(dir), 0o755); err != nil {
+					return files, fmt.Errorf("create %s: %w", dir, err)
+				}
 			}
 			if err := root.Symlink(h.Linkname, filepath.FromSlash(name)); err != nil {
 				return files, fmt.Errorf("link %s: %w", name, err)
 			}
+			links = append(links, name)
 		case tar.TypeLink:
 			target, err := CleanName(h.Linkname)
 			if err != nil {
@@ -109,13 +116,14 @@ func Extract(r io.Reader, dst, rename string, keep Filter) (int, error) {
 }
 
 // CleanName checks a tar entry name and returns it cleaned: relative, slash-separated, and
-// without "..".
+// without "..". A backslash is an ordinary character of a name, except on hosts where it
+// separates paths.
 func CleanName(name string) (string, error) {
 	n := strings.TrimSuffix(name, "/")
 	if n == "" || n == "." || n == "./" {
 		return "", fmt.Errorf("%w: empty name", ErrUnsafe)
 	}
-	if strings.HasPrefix(n, "/") || strings.Contains(n, "\\") || strings.ContainsRune(n, 0) {
+	if strings.HasPrefix(n, "/") || (filepath.Separator == '\\' && strings.Contains(n, "\\")) || strings.ContainsRune(n, 0) {
 		return "", fmt.Errorf("%w: %q is absolute or malformed", ErrUnsafe, name)
 	}
 	c := path.Clean(n)
@@ -130,16 +138,100 @@ func CleanName(name string) (string, error) {
 	return c, nil
 }
 
-// checkLink refuses a symlink at name whose target resolves outside the destination.
-func checkLink(name, target string) error {
+// checkLink refuses a symlink at name whose target resolves outside the destination, with
+// every link already in the destination followed as the host will follow it (a lexical check
+// is not enough: with u -> ../../.., the target u/../.. climbs from where u leads).
+func checkLink(root *os.Root, name, target string) error {
 	if path.IsAbs(target) {
 		return fmt.Errorf("%w: symlink %s -> %s points outside the destination", ErrUnsafe, name, target)
 	}
-	resolved := path.Join(path.Dir(name), target)
-	if !filepath.IsLocal(filepath.FromSlash(resolved)) {
-		return fmt.Errorf("%w: symlink %s -> %s points outside the destination", ErrUnsafe, name, target)
+	if !linkStaysInside(root, name, target) {
+		return fmt.Errorf("%w: symlink %s -> %s points outside the destination (following the links it goes through)", ErrUnsafe, name, target)
 	}
 	return nil
+}
+
+func linkStaysInside(root *os.Root, name, target string) bool {
+	dir, ok := resolve(root, path.Dir(name), 0)
+	if !ok {
+		return false
+	}
+	_, ok = resolve(root, joinRaw(dir, target), 0)
+	return ok
+}
+
+// recheckLinks checks every link the extraction made once all of them exist (a link made
+// later can change where an earlier one leads); one that now leads outside is removed, and
+// the error names it.
+func recheckLinks(root *os.Root, links []string) error {
+	var bad []string
+	for changed := true; changed; {
+		changed = false
+		for _, name := range links {
+			target, err := root.Readlink(filepath.FromSlash(name))
+			if err != nil || linkStaysInside(root, name, target) {
+				continue
+			}
+			if err := root.Remove(filepath.FromSlash(name)); err != nil {
+				return fmt.Errorf("remove symlink %s, which points outside the destination: %w", name, err)
+			}
+			bad = append(bad, name+" -> "+target)
+			changed = true
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: symlinks that point outside the destination through other links, removed: %s", ErrUnsafe, strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// resolve follows p (slash-separated, relative to root, not cleaned: ".." climbs from where the
+// path so far really leads) through the links that exist under root, and returns where it
+// leads; ok is false when it would leave root, goes through an absolute link, or through more
+// than 40 links. Components that do not exist are taken as folders.
+func resolve(root *os.Root, p string, hops int) (string, bool) {
+	if hops > 40 {
+		return "", false
+	}
+	parts := strings.Split(p, "/")
+	cur := ""
+	for i, el := range parts {
+		switch el {
+		case "", ".":
+			continue
+		case "..":
+			if cur == "" {
+				return "", false
+			}
+			if cur = path.Dir(cur); cur == "." {
+				cur = ""
+			}
+			continue
+		}
+		next := joinRaw(cur, el)
+		fi, err := root.Lstat(filepath.FromSlash(next))
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		t, err := root.Readlink(filepath.FromSlash(next))
+		if err != nil || path.IsAbs(t) {
+			return "", false
+		}
+		return resolve(root, joinRaw(joinRaw(cur, t), strings.Join(parts[i+1:], "/")), hops+1)
+	}
+	return cur, true
+}
+
+// joinRaw joins two slash-separated paths without cleaning them.
+func joinRaw(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "/" + b
 }
 
 func typeName(t byte) string {
@@ -185,6 +277,13 @@ func Write(w io.Writer, src, prefix string, uid, gid int) error {
 	if st.Mode()&fs.ModeSymlink != 0 {
 		return fmt.Errorf("%w: %s is a symlink; copy what it points to instead", ErrUnsafe, src)
 	}
+	var root *os.Root // links inside a folder are resolved in it, as the session will
+	if st.IsDir() {
+		if root, err = os.OpenRoot(srcAbs); err != nil {
+			return err
+		}
+		defer root.Close()
+	}
 	err = filepath.WalkDir(srcAbs, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -223,7 +322,7 @@ func Write(w io.Writer, src, prefix string, uid, gid int) error {
 			if err != nil {
 				return err
 			}
-			if err := checkLink(filepath.ToSlash(rel), filepath.ToSlash(target)); err != nil || rel == "." {
+			if root == nil || rel == "." || checkLink(root, filepath.ToSlash(rel), filepath.ToSlash(target)) != nil {
 				return fmt.Errorf("%w: symlink %s -> %s points outside %s", ErrUnsafe, p, target, src)
 			}
 			h.Typeflag, h.Linkname = tar.TypeSymlink, target

@@ -142,3 +142,74 @@ func FuzzCleanName(f *testing.F) {
 		}
 	})
 }
+
+// Links that each look local but lead outside through one another (u -> ../../.. from three
+// folders down leads to the destination's root; x -> u/../../.. then climbs from there) are
+// refused, in either order of arrival: whichever comes last, every link that stays resolves
+// inside the destination as the host follows it.
+func TestExtractRefusesChainedLinksThatLeave(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries []entry
+	}{
+		{"the climbing link last", []entry{
+			{name: "d1/d2/d3/u", link: "../../..", typ: tar.TypeSymlink},
+			{name: "d1/d2/d3/x", link: "u/../../..", typ: tar.TypeSymlink},
+		}},
+		{"the climbing link first", []entry{
+			{name: "d1/d2/d3/x", link: "u/../../..", typ: tar.TypeSymlink},
+			{name: "d1/d2/d3/u", link: "../../..", typ: tar.TypeSymlink},
+		}},
+		{"through a linked folder", []entry{
+			{name: "a/b", typ: tar.TypeDir},
+			{name: "up", link: "a/b", typ: tar.TypeSymlink},
+			{name: "a/l", link: "../up/../../..", typ: tar.TypeSymlink},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst, canary := setup(t)
+			_, err := Extract(mkTar(t, tc.entries...), dst, "", nil)
+			require.ErrorIs(t, err, ErrUnsafe)
+			// Whatever links are left resolve inside dst.
+			require.NoError(t, filepath.WalkDir(dst, func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.Type()&os.ModeSymlink == 0 {
+					return err
+				}
+				real, err := filepath.EvalSymlinks(p)
+				if err != nil {
+					return nil // dangling: leads nowhere
+				}
+				rel, err := filepath.Rel(dst, real)
+				require.NoError(t, err)
+				assert.True(t, filepath.IsLocal(rel) || rel == ".", "link %s leads to %s, outside %s", p, real, dst)
+				return nil
+			}))
+			b, err := os.ReadFile(canary)
+			require.NoError(t, err)
+			assert.Equal(t, "untouched", string(b))
+		})
+	}
+}
+
+// Links that chain and stay inside are kept.
+func TestExtractKeepsChainedLinksThatStayInside(t *testing.T) {
+	dst, _ := setup(t)
+	_, err := Extract(mkTar(t,
+		entry{name: "d1/d2/d3/f", body: "here", typ: tar.TypeReg},
+		entry{name: "d1/d2/d3/u", link: "../..", typ: tar.TypeSymlink},
+		entry{name: "d1/d2/d3/x", link: "u/d2/d3/f", typ: tar.TypeSymlink},
+	), dst, "", nil)
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(dst, "d1/d2/d3/x"))
+	require.NoError(t, err)
+	assert.Equal(t, "here", string(b))
+}
+
+// A backslash is an ordinary character of a file name on Linux: such a file is copied.
+func TestExtractKeepsBackslashNames(t *testing.T) {
+	dst, _ := setup(t)
+	n, err := Extract(mkTar(t, entry{name: `dir/a\b.txt`, body: "x", typ: tar.TypeReg}), dst, "", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.FileExists(t, filepath.Join(dst, "dir", `a\b.txt`))
+}
