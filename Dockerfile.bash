@@ -7,9 +7,9 @@ RUN apt-get update \
       bash coreutils procps ca-certificates \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
 RUN useradd --uid 1000 --user-group --create-home --home-dir /home/user --shell /bin/bash user \
- && mkdir -p /workspace/.runtimectl /workspace/outputs \
+ && mkdir -p /var/lib/runtimectl /workspace/outputs \
  && chown 1000:1000 /workspace /workspace/outputs \
- && chmod 0700 /workspace/.runtimectl
+ && chmod 0700 /var/lib/runtimectl
 COPY runtime-agent /usr/local/bin/runtime-agent
 COPY kernels/bash/ /opt/runtimectl/kernels/bash/
 ENV PAGER=cat GIT_TERMINAL_PROMPT=0 DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8

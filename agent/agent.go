@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/runtimectl/runtimectl/contract"
@@ -71,6 +72,10 @@ func New(cfg Config) (*Agent, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
+	if err := snapshot.CheckPrivateDir(cfg.StateDir); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	removeLegacyState(cfg)
 	if len(cfg.Settings) > 0 {
 		if err := writeFileAtomic(filepath.Join(cfg.StateDir, contract.SettingsFile), cfg.Settings); err != nil {
 			return nil, fmt.Errorf("record session settings: %w", err)
@@ -509,9 +514,46 @@ func (a *Agent) vars(j *job) {
 	}
 }
 
+// removeLegacyState removes what a session made before the state volume kept in its
+// workspace's state folder, once the controller has moved it to the state volume (MigratedFile), and
+// only while it is still root's: a folder the session user put in its place is its own.
+func removeLegacyState(cfg Config) {
+	if _, err := os.Lstat(filepath.Join(cfg.StateDir, contract.MigratedFile)); err != nil {
+		return
+	}
+	legacy := filepath.Join(cfg.Workdir, filepath.Base(contract.LegacyStateDir))
+	st, err := os.Lstat(legacy)
+	if err != nil {
+		return
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || !st.IsDir() || int(sys.Uid) != os.Geteuid() {
+		cfg.Logger.Warn("legacy state folder is not root's: left as it is", "path", legacy)
+		return
+	}
+	// Its content is root's; the folder itself is an entry of the user's workspace, which root
+	// without CAP_DAC_OVERRIDE may not unlink: then it stays, empty, for the user to remove.
+	entries, err := os.ReadDir(legacy)
+	if err != nil {
+		cfg.Logger.Warn("read the legacy state folder", "path", legacy, "err", err)
+		return
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(legacy, e.Name())); err != nil {
+			cfg.Logger.Warn("remove the legacy state folder", "path", legacy, "err", err)
+			return
+		}
+	}
+	if err := os.Remove(legacy); err != nil {
+		_ = os.Chmod(legacy, 0o755)
+		cfg.Logger.Info("emptied the legacy state folder (its state is on the state volume); the folder stays for the session user to remove", "path", legacy)
+		return
+	}
+	cfg.Logger.Info("removed the legacy state folder (its state is on the state volume)", "path", legacy)
+}
+
 func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}

@@ -24,14 +24,14 @@ func (a *Agent) reservePath() string { return filepath.Join(a.cfg.StateDir, cont
 // more. It never fails: without a reserve, history writes only lose their safety net.
 func (a *Agent) ensureReserve() {
 	path := a.reservePath()
-	if st, err := os.Stat(path); err == nil && st.Size() == reserveSize {
+	if st, err := os.Lstat(path); err == nil && st.Mode().IsRegular() && st.Size() == reserveSize {
 		return
 	}
 	var fs syscall.Statfs_t
 	if err := syscall.Statfs(a.cfg.StateDir, &fs); err != nil || int64(fs.Bavail)*fs.Bsize < 4*reserveSize {
 		return
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 func newCmdVolume(f *Factory) *cobra.Command {
-	c := &cobra.Command{Use: "volume", Short: "List and remove session volumes"}
+	c := &cobra.Command{Use: "volume", Short: "List and remove session volumes (a session's workspace and state volumes, as one)"}
 	c.AddCommand(newCmdVolumeLs(f), newCmdVolumeRm(f), newCmdVolumePrune(f))
 	return group(c)
 }
@@ -17,7 +17,7 @@ func newCmdVolumeLs(f *Factory) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:     "ls",
-		Short:   "List session volumes with their sizes",
+		Short:   "List session volumes with their sizes (workspace and state volume together)",
 		Example: "  runtimectl volume ls",
 		Args:    args(0, 0),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -33,13 +33,17 @@ func newCmdVolumeLs(f *Factory) *cobra.Command {
 				return writeJSON(f.IO.Out, list)
 			}
 			tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "VOLUME\tSESSION\tLANG\tSIZE\tCREATED")
+			fmt.Fprintln(tw, "VOLUME\tSTATE VOLUME\tSESSION\tLANG\tSIZE\tCREATED")
 			for _, v := range list {
 				size := "-"
 				if v.Size >= 0 {
 					size = humanSize(v.Size)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Name, v.Session, v.Lang, size, ago(v.Created))
+				state := v.State
+				if state == "" {
+					state = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, state, v.Session, v.Lang, size, ago(v.Created))
 			}
 			return tw.Flush()
 		},
@@ -51,7 +55,7 @@ func newCmdVolumeLs(f *Factory) *cobra.Command {
 func newCmdVolumeRm(f *Factory) *cobra.Command {
 	return &cobra.Command{
 		Use:     "rm NAME",
-		Short:   "Remove a session volume (refused while its container exists)",
+		Short:   "Remove a session's volumes, workspace and state (refused while its container exists)",
 		Example: "  runtimectl volume rm runtimectl-demo",
 		Args:    args(1, 1),
 		RunE: func(c *cobra.Command, a []string) error {
@@ -68,7 +72,7 @@ func newCmdVolumePrune(f *Factory) *cobra.Command {
 	var dryRun bool
 	c := &cobra.Command{
 		Use:     "prune",
-		Short:   "Remove volumes whose session container is gone",
+		Short:   "Remove the volumes (workspace and state) of sessions whose container is gone",
 		Example: "  runtimectl volume prune --dry-run\n  runtimectl volume prune",
 		Args:    args(0, 0),
 		RunE: func(c *cobra.Command, _ []string) error {

@@ -39,18 +39,21 @@ type API interface {
 
 // Spec is what a session container is made from.
 type Spec struct {
-	Session  string
-	Lang     string
-	Image    string
-	Volume   string
-	Memory   int64   // bytes; also the memory+swap limit (no swap)
-	CPUs     float64 // 0: no limit
-	Pids     int64
-	Network  string // "none" or "bridge"
-	Env      []string
-	Settings string // JSON, passed to the agent as RUNTIMECTL_SETTINGS
-	Runtime  string // an OCI runtime such as runsc; "" is the engine's default
-	TmpSize  int64  // bytes of /tmp (tmpfs, counted in the memory limit)
+	Session string
+	Lang    string
+	Image   string
+	Volume  string // the workspace volume, mounted at /workspace
+	// StateVolume is the state volume, mounted at contract.StateDir (root, 0700, outside the
+	// workspace); "" mounts none (a session made before it, until it is migrated).
+	StateVolume string
+	Memory      int64   // bytes; also the memory+swap limit (no swap)
+	CPUs        float64 // 0: no limit
+	Pids        int64
+	Network     string // "none" or "bridge"
+	Env         []string
+	Settings    string // JSON, passed to the agent as RUNTIMECTL_SETTINGS
+	Runtime     string // an OCI runtime such as runsc; "" is the engine's default
+	TmpSize     int64  // bytes of /tmp (tmpfs, counted in the memory limit)
 	// Labels are added to the container's own (which they cannot replace).
 	Labels map[string]string
 }
@@ -90,6 +93,9 @@ type Info struct {
 	Created   time.Time
 	StartedAt time.Time
 	Labels    map[string]string
+	// StateMounted is false for a container made before sessions had a state volume: its
+	// agent keeps the state in contract.LegacyStateDir.
+	StateMounted bool
 }
 
 // Manager creates and drives session containers.
@@ -157,7 +163,7 @@ func Config(s Spec) (*container.Config, *container.HostConfig) {
 			"/tmp":            fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", tmp),
 			"/run/runtimectl": "rw,nosuid,nodev,noexec,size=1m,mode=0700",
 		},
-		Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: s.Volume, Target: "/workspace"}},
+		Mounts: mounts(s),
 		LogConfig: container.LogConfig{
 			Type:   "json-file",
 			Config: map[string]string{"max-size": "1m", "max-file": "2"},
@@ -178,6 +184,24 @@ func Config(s Spec) (*container.Config, *container.HostConfig) {
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 	}
 	return cfg, hc
+}
+
+func mounts(s Spec) []mount.Mount {
+	m := []mount.Mount{{Type: mount.TypeVolume, Source: s.Volume, Target: contract.Workspace}}
+	if s.StateVolume != "" {
+		m = append(m, mount.Mount{Type: mount.TypeVolume, Source: s.StateVolume, Target: contract.StateDir})
+	}
+	return m
+}
+
+// stateMounted says whether a container's mounts include the state volume.
+func stateMounted(ms []container.MountPoint) bool {
+	for _, m := range ms {
+		if m.Destination == contract.StateDir {
+			return true
+		}
+	}
+	return false
 }
 
 // Create creates the container, or returns the existing one of that name (create is
@@ -252,7 +276,7 @@ func (m *Manager) Raw(ctx context.Context, session string) (container.InspectRes
 }
 
 func fromInspect(r container.InspectResponse) Info {
-	info := Info{ID: r.ID, Name: trimSlash(r.Name)}
+	info := Info{ID: r.ID, Name: trimSlash(r.Name), StateMounted: stateMounted(r.Mounts)}
 	if r.Config != nil {
 		info.Labels = r.Config.Labels
 		info.Session = r.Config.Labels[LabelSession]
@@ -292,6 +316,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 		out = append(out, Info{
 			ID: c.ID, Name: name, Session: c.Labels[LabelSession], Lang: c.Labels[LabelLang], Image: c.Image,
 			State: string(c.State), Running: c.State == "running", Created: time.Unix(c.Created, 0), Labels: c.Labels,
+			StateMounted: stateMounted(c.Mounts),
 		})
 	}
 	return out, nil

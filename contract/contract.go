@@ -21,8 +21,15 @@ import (
 const (
 	// Workspace is the session's working directory, the workspace volume's mount point.
 	Workspace = "/workspace"
-	// StateDir is the runtime's own directory (root, 0700): settings, history, snapshots.
-	StateDir = "/workspace/.runtimectl"
+	// StateDir is the runtime's own directory (root, 0700): settings, history, snapshots. It is
+	// the session's state volume, mounted outside the workspace, so that nothing the session
+	// user can rename or replace leads to it.
+	StateDir = "/var/lib/runtimectl"
+	// LegacyStateDir is where sessions made before the state volume kept their state, inside
+	// the workspace (which the session user owns). The controller copies what root wrote there
+	// to the state volume when it next creates the session's container (MigratedFile marks it)
+	// and the agent then removes the folder.
+	LegacyStateDir = "/workspace/.runtimectl"
 	// Socket is the agent's unix socket, which `runtime-agent connect` joins.
 	Socket = "/run/runtimectl/agent.sock"
 	// AgentBinary is where the images put the agent.
@@ -36,6 +43,7 @@ const (
 	SnapshotsDir = "snapshots"     // snapshot manifests, ID + ".json" (package snapshot)
 	SnapdataDir  = "snapdata"      // snapshot data, ID + ".snap"
 	ReserveFile  = "reserve"       // room kept for the history on a full volume
+	MigratedFile = "migrated"      // written when the state was moved here from LegacyStateDir
 )
 
 // StatePath returns the absolute path of a file or folder of StateDir.

@@ -10,15 +10,16 @@ import (
 
 	"github.com/runtimectl/runtimectl/backend"
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
 )
 
 // Paths inside the session's pod.
 const (
 	// Workspace is where the workspace claim is mounted, as the volume is on Docker.
-	Workspace = "/workspace"
-	// StateDir is where the state claim is mounted: the agent's --state, root-owned, 0700,
-	// outside anything the session user owns.
-	StateDir = "/var/lib/runtimectl"
+	Workspace = contract.Workspace
+	// StateDir is where the state claim is mounted, as the state volume is on Docker: the
+	// agent's --state, root-owned, 0700, outside anything the session user owns.
+	StateDir = contract.StateDir
 	// SocketDir holds the agent's unix socket (in memory, 0700), as the tmpfs does on Docker.
 	SocketDir = "/run/runtimectl"
 	// SessionUID is the session user that the agent runs the kernel as.

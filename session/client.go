@@ -96,6 +96,10 @@ type Spec struct {
 	// VolumeOpts are driver options for the session's volume, used when it is created: for
 	// example {"type": "tmpfs", "device": "tmpfs", "o": "size=64m"} caps it at 64 MiB in memory.
 	VolumeOpts map[string]string
+	// StateVolumeOpts are driver options for the session's state volume (history, snapshots),
+	// used when it is created; never the same storage as VolumeOpts' (the state is out of the
+	// session user's reach only on storage of its own).
+	StateVolumeOpts map[string]string
 	// IdleStop records a policy on the session: `session gc` stops it after this long idle.
 	IdleStop time.Duration
 	// Owner records who made the session (see Settings.Owner); it is also the container's
@@ -159,7 +163,7 @@ func (s Spec) settings() (Settings, error) {
 
 func containerSpec(st Settings) containers.Spec {
 	return containers.Spec{
-		Session: st.Session, Lang: st.Lang, Image: st.Image, Volume: volumes.Name(st.Session),
+		Session: st.Session, Lang: st.Lang, Image: st.Image, Volume: volumes.Name(st.Session), StateVolume: volumes.StateName(st.Session),
 		Memory: st.Memory, CPUs: st.CPUs, Pids: st.Pids, Network: st.Network, Env: st.Env,
 		Settings: st.Encode(), Runtime: st.Runtime, Labels: ownerLabels(st.Owner),
 	}
@@ -186,6 +190,13 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 		return nil, info, err
 	}
 	ci, err := c.ctr.Inspect(ctx, spec.Name)
+	if err == nil && !ci.Running && !ci.StateMounted {
+		// Made before sessions had a state volume: made again with one (createContainer).
+		if err := c.ctr.Remove(ctx, spec.Name, true); err != nil {
+			return nil, info, err
+		}
+		err = containers.ErrNotFound
+	}
 	switch {
 	case err == nil:
 		// The container exists: settings are the recorded ones.
@@ -209,7 +220,7 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 			if err := c.checkImage(ctx, st); err != nil {
 				return nil, info, err
 			}
-			if err := c.createVolumes(ctx, st, volumes.WithDriverOpts(spec.VolumeOpts)); err != nil {
+			if err := c.createVolumes(ctx, st, volumes.WithDriverOpts(spec.VolumeOpts), volumes.WithStateDriverOpts(spec.StateVolumeOpts)); err != nil {
 				return nil, info, err
 			}
 			info.Created = true
@@ -221,7 +232,7 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 				return nil, info, err
 			}
 		}
-		if ci, err = c.ctr.Create(ctx, containerSpec(st)); err != nil {
+		if ci, err = c.createContainer(ctx, st); err != nil {
 			c.undoCreate(ctx, info, spec.Name)
 			return nil, info, err
 		}
@@ -254,7 +265,7 @@ func (c *Client) undoCreate(ctx context.Context, info StartInfo, name string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.callTimeout)
 	defer cancel()
 	_ = c.ctr.Remove(ctx, name, true)
-	_ = c.vol.Remove(ctx, volumes.Name(name))
+	_ = c.vol.RemoveSession(ctx, name)
 }
 
 func (c *Client) checkImage(ctx context.Context, st Settings) error {
@@ -325,7 +336,7 @@ func (c *Client) Stop(ctx context.Context, name string) error {
 	return c.ctr.Stop(ctx, name, 10*time.Second)
 }
 
-// Remove removes the session's container and volume. A running session is refused unless
+// Remove removes the session's container and both its volumes. A running session is refused unless
 // force.
 func (c *Client) Remove(ctx context.Context, name string, force bool) error {
 	if err := c.exists(ctx, name); err != nil {
@@ -338,16 +349,23 @@ func (c *Client) Remove(ctx context.Context, name string, force bool) error {
 	if err := c.ctr.Remove(ctx, name, true); err != nil {
 		return err
 	}
-	return c.vol.Remove(ctx, volumes.Name(name))
+	return c.vol.RemoveSession(ctx, name)
 }
 
 // ensureContainer returns the session's container, creating it (not starting it) from the
-// volume's settings when it was removed, so that files on the volume can be read.
+// volume's settings when it was removed, so that files on the volume can be read. A stopped
+// container made before sessions had a state volume is made again with one.
 func (c *Client) ensureContainer(ctx context.Context, name string) (containers.Info, error) {
 	if err := c.exists(ctx, name); err != nil {
 		return containers.Info{}, err
 	}
 	ci, err := c.ctr.Inspect(ctx, name)
+	if err == nil && !ci.Running && !ci.StateMounted {
+		if err := c.ctr.Remove(ctx, name, true); err != nil {
+			return containers.Info{}, err
+		}
+		err = containers.ErrNotFound
+	}
 	if err == nil || !errors.Is(err, containers.ErrNotFound) {
 		return ci, err
 	}
@@ -359,5 +377,5 @@ func (c *Client) ensureContainer(ctx context.Context, name string) (containers.I
 	if err != nil {
 		return containers.Info{}, err
 	}
-	return c.ctr.Create(ctx, containerSpec(st))
+	return c.createContainer(ctx, st)
 }

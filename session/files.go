@@ -25,7 +25,8 @@ const (
 )
 
 // ResolvePath turns a session-side path (relative to /workspace, or absolute inside it) into
-// an absolute one, refusing anything outside the workspace or inside the runtime's own state.
+// an absolute one, refusing anything outside the workspace (the runtime's state is outside it)
+// or in the folder where sessions made before the state volume kept it.
 func ResolvePath(p string) (string, error) {
 	if p == "" {
 		p = "."
@@ -38,8 +39,8 @@ func ResolvePath(p string) (string, error) {
 	if abs != Workspace && !strings.HasPrefix(abs, Workspace+"/") {
 		return "", fmt.Errorf("%w path %q: session paths are under %s (give a relative path or one inside it)", ErrInvalid, p, Workspace)
 	}
-	if abs == StateDir || strings.HasPrefix(abs, StateDir+"/") {
-		return "", fmt.Errorf("%w path %q: %s is the runtime's own state; use `runtimectl session history` and `snapshots`", ErrInvalid, p, StateDir)
+	if legacy := contract.LegacyStateDir; abs == legacy || strings.HasPrefix(abs, legacy+"/") {
+		return "", fmt.Errorf("%w path %q: %s is where earlier versions kept the runtime's own state; use `runtimectl session history` and `snapshots`", ErrInvalid, p, legacy)
 	}
 	return abs, nil
 }

@@ -19,12 +19,7 @@ import (
 	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/internal/tarsafe"
 	"github.com/runtimectl/runtimectl/snapshot"
-	"github.com/runtimectl/runtimectl/volumes"
 )
-
-// stateRel is the runtime's state directory relative to the workspace, as tar streams of the
-// workspace name it.
-var stateRel = strings.TrimPrefix(contract.StateDir, contract.Workspace+"/")
 
 // rewriteTar copies the tar stream r to w, passing each entry's header to edit: it returns the
 // header to write (possibly renamed) or nil to drop the entry.
@@ -118,7 +113,7 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 	}
 	cleanup := func() {
 		_ = c.ctr.Remove(context.Background(), dst, true)
-		_ = c.vol.Remove(context.Background(), volumes.Name(dst))
+		_ = c.vol.RemoveSession(context.Background(), dst)
 	}
 	if _, err := c.ctr.Create(ctx, containerSpec(st)); err != nil {
 		cleanup()
@@ -132,8 +127,7 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 		seq = chosen.Seq
 		note = fmt.Sprintf("forked from session %s at snapshot %s (after its execution %d)", src, chosen.ID, chosen.Seq)
 		manifest, data := contract.SnapshotFiles(chosen.ID)
-		keep[path.Join(stateRel, manifest)] = true
-		keep[path.Join(stateRel, data)] = true
+		keep[manifest], keep[data] = true, true
 	}
 	// The new history starts with a record of where it came from, numbered as the execution
 	// the snapshot follows, so that the fork's own executions continue the numbering.
@@ -153,48 +147,65 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 			line = append(line, b...)
 		}
 	}
-	rc, err := c.ctr.CopyFrom(ctx, src, Workspace)
-	if err != nil {
+	// The workspace, less a legacy state folder (a session made before the state volume).
+	if err := c.copyBetween(ctx, src, Workspace, dst, Workspace, func(h *tar.Header) *tar.Header {
+		rel, ok := stripWorkspace(h.Name)
+		if clean := strings.TrimSuffix(rel, "/"); !ok || clean == legacyRel || strings.HasPrefix(clean, legacyRel+"/") {
+			return nil
+		}
+		h.Name = rel
+		return h
+	}, nil); err != nil {
 		cleanup()
-		return nil, err
+		return nil, fmt.Errorf("fork %s into %s: %w", src, dst, err)
 	}
-	defer rc.Close()
-	pr, pw := io.Pipe()
-	go func() {
-		pw.CloseWithError(rewriteTar(pw, rc, func(h *tar.Header) *tar.Header {
-			rel, ok := stripWorkspace(h.Name)
-			if !ok {
+	// The state: the chosen snapshot and the new history.
+	srcState := contract.StateDir
+	if ci, err := c.ctr.Inspect(ctx, src); err == nil && !ci.StateMounted {
+		srcState = contract.LegacyStateDir
+	}
+	if chosen != nil {
+		base := path.Base(srcState)
+		if err := c.copyBetween(ctx, src, srcState, dst, contract.StateDir, func(h *tar.Header) *tar.Header {
+			rel, ok := strings.CutPrefix(strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/"), base+"/")
+			if !ok || !(rel == contract.SnapshotsDir || rel == contract.SnapdataDir || keep[rel]) {
 				return nil
-			}
-			clean := strings.TrimSuffix(rel, "/")
-			if clean == stateRel || strings.HasPrefix(clean, stateRel+"/") {
-				if clean != stateRel && clean != path.Join(stateRel, contract.SnapshotsDir) && clean != path.Join(stateRel, contract.SnapdataDir) && !keep[clean] {
-					return nil
-				}
 			}
 			h.Name = rel
 			return h
 		}, func(tw *tar.Writer) error {
-			if len(line) == 0 {
-				return nil
-			}
-			if err := tw.WriteHeader(&tar.Header{Name: path.Join(stateRel, contract.HistoryFile), Typeflag: tar.TypeReg, Mode: 0o600, Size: int64(len(line)), ModTime: time.Now()}); err != nil {
+			if err := tw.WriteHeader(&tar.Header{Name: contract.HistoryFile, Typeflag: tar.TypeReg, Mode: 0o600, Size: int64(len(line)), ModTime: time.Now()}); err != nil {
 				return err
 			}
 			_, err := tw.Write(line)
 			return err
-		}))
-	}()
-	if err := c.ctr.CopyTo(ctx, dst, Workspace, pr); err != nil {
-		pr.CloseWithError(err)
-		cleanup()
-		return nil, fmt.Errorf("fork %s into %s: %w", src, dst, err)
+		}); err != nil {
+			cleanup()
+			return nil, fmt.Errorf("fork %s into %s: %w", src, dst, err)
+		}
 	}
 	s, _, err := c.Start(ctx, Spec{Name: dst})
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// copyBetween copies srcPath of session src into dstDir of session dst, through the tar stream
+// that edit and extra rewrite (see rewriteTar).
+func (c *Client) copyBetween(ctx context.Context, src, srcPath, dst, dstDir string, edit func(h *tar.Header) *tar.Header, extra func(tw *tar.Writer) error) error {
+	rc, err := c.ctr.CopyFrom(ctx, src, srcPath)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(rewriteTar(pw, rc, edit, extra)) }()
+	if err := c.ctr.CopyTo(ctx, dst, dstDir, pr); err != nil {
+		pr.CloseWithError(err)
+		return err
+	}
+	return nil
 }
 
 // ExportOptions say what `rm --export` keeps.
@@ -236,7 +247,7 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 			pw.CloseWithError(rewriteTar(pw, rc, func(h *tar.Header) *tar.Header {
 				rel, ok := stripWorkspace(h.Name)
 				clean := strings.TrimSuffix(rel, "/")
-				if !ok || clean == stateRel || strings.HasPrefix(clean, stateRel+"/") || h.Typeflag != tar.TypeReg {
+				if !ok || clean == legacyRel || strings.HasPrefix(clean, legacyRel+"/") || h.Typeflag != tar.TypeReg {
 					return nil
 				}
 				if !matchAny(o.Keep, clean) {
@@ -277,7 +288,7 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 	if err := c.ctr.Remove(ctx, name, true); err != nil && !errors.Is(err, containers.ErrNotFound) {
 		return n, err
 	}
-	return n, c.vol.Remove(ctx, volumes.Name(name))
+	return n, c.vol.RemoveSession(ctx, name)
 }
 
 func matchAny(globs []string, rel string) bool {

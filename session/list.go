@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 	"github.com/runtimectl/runtimectl/snapshot"
 )
 
-// StateDir is the runtime's own directory on a session's volume.
+// StateDir is the runtime's own directory: the session's state volume.
 const StateDir = contract.StateDir
 
 // Info is one line of `runtimectl session ls`.
@@ -155,9 +156,22 @@ func (c *Client) readHistory(ctx context.Context, name string) ([]history.Execut
 	return execs, problems, err
 }
 
-// readFile reads one file of the session's volume through the container (running or not).
-func (c *Client) readFile(ctx context.Context, name, path string, read func(io.Reader) error) error {
+// copyState returns a tar stream of path in the session's state (contract.StateDir/...), read
+// through its container; a container made before sessions had a state volume, still running,
+// has it in contract.LegacyStateDir until it is next started.
+func (c *Client) copyState(ctx context.Context, name, path string) (io.ReadCloser, error) {
 	rc, err := c.ctr.CopyFrom(ctx, name, path)
+	if errors.Is(err, containers.ErrNotFound) {
+		if ci, ierr := c.ctr.Inspect(ctx, name); ierr == nil && !ci.StateMounted {
+			return c.ctr.CopyFrom(ctx, name, contract.LegacyStateDir+strings.TrimPrefix(path, contract.StateDir))
+		}
+	}
+	return rc, err
+}
+
+// readFile reads one file of the session's state through the container (running or not).
+func (c *Client) readFile(ctx context.Context, name, path string, read func(io.Reader) error) error {
+	rc, err := c.copyState(ctx, name, path)
 	if err != nil {
 		return err
 	}
@@ -182,7 +196,7 @@ func (c *Client) Snapshots(ctx context.Context, name string) ([]snapshot.Manifes
 	if _, err := c.ensureContainer(ctx, name); err != nil {
 		return nil, err
 	}
-	rc, err := c.ctr.CopyFrom(ctx, name, contract.StatePath(contract.SnapshotsDir))
+	rc, err := c.copyState(ctx, name, contract.StatePath(contract.SnapshotsDir))
 	if err != nil {
 		if errors.Is(err, containers.ErrNotFound) {
 			return []snapshot.Manifest{}, nil

@@ -36,7 +36,7 @@ func (c *Client) Prepare(ctx context.Context, spec Spec, volumeLabels map[string
 	if err := c.checkImage(ctx, st); err != nil {
 		return containers.Spec{}, err
 	}
-	if err := c.createVolumes(ctx, st, volumes.WithDriverOpts(spec.VolumeOpts), volumes.WithLabels(volumeLabels)); err != nil {
+	if err := c.createVolumes(ctx, st, volumes.WithDriverOpts(spec.VolumeOpts), volumes.WithStateDriverOpts(spec.StateVolumeOpts), volumes.WithLabels(volumeLabels)); err != nil {
 		return containers.Spec{}, err
 	}
 	return containerSpec(st), nil

@@ -189,7 +189,7 @@ func TestHardeningIsVisibleInInspect(t *testing.T) {
 		assert.NotContains(t, m.Source, "docker.sock", "the Docker socket is never mounted")
 	}
 	// The kernel runs as the unprivileged user; the state directory is out of its reach.
-	r := run(t, s, "import os\n(os.getuid(), os.access('/workspace/.runtimectl', os.R_OK), os.access('/workspace', os.W_OK))")
+	r := run(t, s, "import os\n(os.getuid(), os.access('/var/lib/runtimectl', os.R_OK), os.access('/workspace', os.W_OK))")
 	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "(1000, False, True)", *r.Result)
 	// No network by default.

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -82,6 +83,9 @@ func OpenStore(dir string, keep int, opts ...Option) (*Store, error) {
 	}
 	for _, d := range []string{s.manifests, s.data} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("open snapshot store: %w", err)
+		}
+		if err := CheckPrivateDir(d); err != nil {
 			return nil, fmt.Errorf("open snapshot store: %w", err)
 		}
 	}
@@ -406,7 +410,7 @@ func (s *Store) readManifest(id string) (Manifest, error) {
 }
 
 func readFileMax(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -434,7 +438,7 @@ func (s *Store) Open(id string) (*os.File, Manifest, error) {
 	if err != nil {
 		return nil, Manifest{}, fmt.Errorf("open snapshot %q: %w", id, err)
 	}
-	f, err := os.Open(s.dataPath(id))
+	f, err := os.OpenFile(s.dataPath(id), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, Manifest{}, fmt.Errorf("open snapshot %q: data file is missing: %w", id, ErrCorrupt)
 	}
@@ -531,6 +535,28 @@ func syncDir(dir string) error {
 	defer d.Close()
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// CheckPrivateDir makes sure dir is a folder of this process's user, not a link, with mode
+// 0700 (set when it has another): the runtime's state lives only in such folders. Anything
+// else is an error naming the path, never a write elsewhere.
+func CheckPrivateDir(dir string) error {
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a folder (%s); the runtime's state must be a folder of its own", dir, st.Mode().Type())
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s belongs to uid %d, not to the agent (uid %d); the runtime's state must be its own", dir, sys.Uid, os.Geteuid())
+	}
+	if st.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("%s: make it private (0700): %w", dir, err)
+		}
 	}
 	return nil
 }

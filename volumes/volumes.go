@@ -1,7 +1,8 @@
-// Package volumes manages the session volumes: one named volume per session, mounted at
-// /workspace, carrying the session's settings in a label so that a session whose container
-// was removed can be created again exactly as it was. Its state directory (history,
-// snapshots) is written by the agent inside the container.
+// Package volumes manages the session volumes, two per session, made and removed as a pair:
+// the workspace volume (Name), mounted at /workspace and owned by the session user, which
+// carries the session's settings in a label so that a session whose container was removed can
+// be created again exactly as it was; and the state volume (StateName), mounted at
+// contract.StateDir, root's alone, where the agent keeps the history and snapshots.
 //
 // It is one of the three packages that import the Docker SDK; its exported types are the
 // project's own.
@@ -40,11 +41,12 @@ var ErrInUse = errors.New("volume is in use")
 // Volume is a session volume.
 type Volume struct {
 	Name     string    `json:"name"`
+	State    string    `json:"state_volume,omitempty"` // the session's state volume, when it has one
 	Session  string    `json:"session"`
 	Lang     string    `json:"lang"`
 	Settings string    `json:"-"`
 	Created  time.Time `json:"created"`
-	Size     int64     `json:"size_bytes"` // -1 when unknown
+	Size     int64     `json:"size_bytes"` // both volumes of the session; -1 when unknown
 }
 
 // Manager manages session volumes.
@@ -53,37 +55,55 @@ type Manager struct{ api API }
 // New returns a Manager.
 func New(api API) *Manager { return &Manager{api: api} }
 
-// Name returns the volume name of a session.
+// Name returns the name of a session's workspace volume.
 func Name(session string) string { return containers.Prefix + session }
 
-// CreateOption adds to the creation of a volume.
-type CreateOption func(*volume.CreateOptions)
+// StateName returns the name of a session's state volume. No workspace volume can have it:
+// theirs all begin with containers.Prefix, which ends in '-'.
+func StateName(session string) string { return "runtimectl_state-" + session }
 
-// WithDriverOpts passes options to the volume driver ("local" by default), for example
-// {"type": "tmpfs", "device": "tmpfs", "o": "size=64m"} for a size-capped volume in memory (its
-// content does not outlive the container's stop), or an NFS or block-device mount. They only
-// apply when the volume is created.
+// CreateOption adds to the creation of a session's volumes.
+type CreateOption func(workspace, state *volume.CreateOptions)
+
+// WithDriverOpts passes options to the workspace volume's driver ("local" by default), for
+// example {"type": "tmpfs", "device": "tmpfs", "o": "size=64m"} for a size-capped volume in
+// memory (its content does not outlive the container's stop), or an NFS or block-device mount.
+// They only apply when the volume is created.
 func WithDriverOpts(opts map[string]string) CreateOption {
-	return func(o *volume.CreateOptions) {
+	return func(ws, _ *volume.CreateOptions) {
 		if len(opts) > 0 {
-			o.DriverOpts = opts
+			ws.DriverOpts = opts
 		}
 	}
 }
 
-// WithLabels adds labels to the volume, beside runtimectl's own (which they cannot replace):
-// testcontainers-go's, for instance, so that its reaper removes the volume with the container.
+// WithStateDriverOpts passes options to the state volume's driver, as WithDriverOpts does for
+// the workspace's. They must not name the same storage as the workspace's (the same NFS
+// export, say): the state is out of the session user's reach only on storage of its own.
+func WithStateDriverOpts(opts map[string]string) CreateOption {
+	return func(_, st *volume.CreateOptions) {
+		if len(opts) > 0 {
+			st.DriverOpts = opts
+		}
+	}
+}
+
+// WithLabels adds labels to both volumes, beside runtimectl's own (which they cannot replace):
+// testcontainers-go's, for instance, so that its reaper removes the volumes with the container.
 func WithLabels(labels map[string]string) CreateOption {
-	return func(o *volume.CreateOptions) {
-		for k, v := range labels {
-			if _, ours := o.Labels[k]; !ours {
-				o.Labels[k] = v
+	return func(ws, st *volume.CreateOptions) {
+		for _, o := range []*volume.CreateOptions{ws, st} {
+			for k, v := range labels {
+				if _, ours := o.Labels[k]; !ours {
+					o.Labels[k] = v
+				}
 			}
 		}
 	}
 }
 
-// Create creates the session's volume with its settings, or returns the existing one.
+// Create creates the session's two volumes, the workspace one with its settings (opts apply to
+// it; the state volume gets their labels only), or returns the existing workspace volume.
 func (m *Manager) Create(ctx context.Context, session, lang, settings string, opts ...CreateOption) (Volume, error) {
 	co := volume.CreateOptions{
 		Name: Name(session),
@@ -92,14 +112,50 @@ func (m *Manager) Create(ctx context.Context, session, lang, settings string, op
 			containers.LabelSchema: containers.Schema, containers.LabelSettings: settings,
 		},
 	}
+	so := stateOptions(session, nil)
 	for _, o := range opts {
-		o(&co)
+		o(&co, &so)
 	}
 	v, err := m.api.VolumeCreate(ctx, co)
 	if err != nil {
 		return Volume{}, fmt.Errorf("create volume for session %q: %w", session, err)
 	}
+	if _, err := m.api.VolumeCreate(ctx, so); err != nil {
+		return Volume{}, fmt.Errorf("create state volume for session %q: %w", session, err)
+	}
 	return from(v), nil
+}
+
+// stateOptions are the creation options of the session's state volume: the workspace volume's
+// labels (when given) less its settings, and its role.
+func stateOptions(session string, workspaceLabels map[string]string) volume.CreateOptions {
+	labels := map[string]string{containers.LabelSchema: containers.Schema}
+	for k, v := range workspaceLabels {
+		labels[k] = v
+	}
+	delete(labels, containers.LabelSettings)
+	labels[containers.LabelSession], labels[containers.LabelRole] = session, containers.RoleState
+	return volume.CreateOptions{Name: StateName(session), Labels: labels}
+}
+
+// EnsureState makes sure the session has its state volume, creating it for a session made
+// before there was one; created says it was missing.
+func (m *Manager) EnsureState(ctx context.Context, session string) (created bool, err error) {
+	_, err = m.api.VolumeInspect(ctx, StateName(session))
+	switch {
+	case err == nil:
+		return false, nil
+	case !errdefs.IsNotFound(err):
+		return false, fmt.Errorf("inspect state volume of session %q: %w", session, err)
+	}
+	ws, err := m.api.VolumeInspect(ctx, Name(session))
+	if err != nil {
+		return false, fmt.Errorf("inspect volume of session %q: %w", session, err)
+	}
+	if _, err := m.api.VolumeCreate(ctx, stateOptions(session, ws.Labels)); err != nil {
+		return false, fmt.Errorf("create state volume for session %q: %w", session, err)
+	}
+	return true, nil
 }
 
 // Inspect returns the session's volume; ErrNotFound when there is none.
@@ -124,8 +180,38 @@ func from(v volume.Volume) Volume {
 	return out
 }
 
-// Remove removes a volume by its name. A missing volume is removed already.
+// Remove removes a volume by its name, and the other volume of its session with it: a
+// session's workspace and state volumes go together. A missing volume is removed already.
 func (m *Manager) Remove(ctx context.Context, name string) error {
+	v, err := m.api.VolumeInspect(ctx, name)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("remove volume %s: %w", name, err)
+	}
+	session := v.Labels[containers.LabelSession]
+	if session == "" || (name != Name(session) && name != StateName(session)) {
+		return m.remove(ctx, name)
+	}
+	return m.RemoveSession(ctx, session)
+}
+
+// RemoveSession removes the session's volumes: the workspace volume first (refused while a
+// container uses it), then the state volume.
+func (m *Manager) RemoveSession(ctx context.Context, session string) error {
+	if err := m.remove(ctx, Name(session)); err != nil {
+		return err
+	}
+	return m.remove(ctx, StateName(session))
+}
+
+// RemoveState removes the session's state volume alone (undoing a migration that failed).
+func (m *Manager) RemoveState(ctx context.Context, session string) error {
+	return m.remove(ctx, StateName(session))
+}
+
+func (m *Manager) remove(ctx context.Context, name string) error {
 	err := m.api.VolumeRemove(ctx, name, false)
 	switch {
 	case err == nil, errdefs.IsNotFound(err):
@@ -136,8 +222,9 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 	return fmt.Errorf("remove volume %s: %w", name, err)
 }
 
-// List returns the session volumes, with sizes when withSize (which asks the engine to
-// measure them, slower).
+// List returns one entry per session that has volumes: its workspace volume, with its state
+// volume's name and both sizes added when withSize (which asks the engine to measure them,
+// slower). A state volume whose workspace volume is gone is listed under its own name.
 func (m *Manager) List(ctx context.Context, withSize bool) ([]Volume, error) {
 	var vols []*volume.Volume
 	if withSize {
@@ -157,10 +244,36 @@ func (m *Manager) List(ctx context.Context, withSize bool) ([]Volume, error) {
 		}
 		vols = r.Volumes
 	}
-	out := make([]Volume, 0, len(vols))
+	workspaces := map[string]*Volume{}
+	var out []*Volume
+	var states []Volume
 	for _, v := range vols {
-		out = append(out, from(*v))
+		vv := from(*v)
+		if v.Labels[containers.LabelRole] == containers.RoleState {
+			states = append(states, vv)
+			continue
+		}
+		out = append(out, &vv)
+		workspaces[vv.Session] = &vv
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	for _, st := range states {
+		ws := workspaces[st.Session]
+		if ws == nil {
+			st.State = st.Name
+			out = append(out, &st)
+			continue
+		}
+		ws.State = st.Name
+		if ws.Size >= 0 && st.Size >= 0 {
+			ws.Size += st.Size
+		} else {
+			ws.Size = -1
+		}
+	}
+	res := make([]Volume, 0, len(out))
+	for _, v := range out {
+		res = append(res, *v)
+	}
+	sort.Slice(res, func(i, j int) bool { return res[i].Name < res[j].Name })
+	return res, nil
 }
