@@ -200,3 +200,54 @@ func testenvDocker(args ...string) (string, error) {
 	out, err := exec.Command("docker", args...).CombinedOutput()
 	return string(out), err
 }
+
+// Arguments that cannot mean what they say are usage errors (exit 2), refused before anything
+// runs or is made: a timeout under a millisecond (1ns meant no timeout before), code past the
+// limit, a negative number of snapshots to keep.
+func TestBadArgumentsAreUsageErrors(t *testing.T) {
+	name := startSession(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"session", "exec", name, "x = 1", "--timeout", "0s"}, "--timeout"},
+		{[]string{"session", "exec", name, "x = 1", "--timeout", "1ns"}, "--timeout"},
+		{[]string{"session", "start", testenv.Name(t), "--keep-snapshots", "-1"}, "snapshots to keep"},
+	} {
+		r := rt(t, "", tc.args...)
+		assert.Equal(t, 2, r.code, "%v: %s", tc.args, r.stderr)
+		assert.Contains(t, r.stderr, tc.want)
+	}
+	big := filepath.Join(t.TempDir(), "big.py")
+	require.NoError(t, os.WriteFile(big, bytes.Repeat([]byte("#"), 50<<20), 0o644))
+	r := rt(t, "", "session", "exec", name, "-f", big)
+	assert.Equal(t, 2, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "the limit is 8 MiB")
+	r = rt(t, "", "session", "history", name, "--format", "json")
+	assert.Equal(t, "[]\n", r.stdout, "nothing ran")
+}
+
+// SIGTERM ends `session exec` (a supervisor's stop, a caller's own timeout) instead of being a
+// Ctrl-C that waits for the code: it asks for an interrupt, and when the code does not answer
+// within half a second, it ends with 143 and says what became of the code.
+func TestSIGTERMEndsExec(t *testing.T) {
+	name := startSession(t)
+	rt(t, "", "session", "exec", name, "kept = 5")
+	cmd := exec.Command(binary, "session", "exec", name, "import ctypes, signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])\nprint('started', flush=True)\nctypes.CDLL(None).sleep(60)")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Start())
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(out.String(), "started") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	err := cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	require.True(t, ok, "exit status: %v, stderr %s", err, errb.String())
+	assert.Equal(t, 143, ee.ExitCode(), errb.String())
+	assert.Contains(t, errb.String(), "asked to stop")
+	// The agent ends the code that ignored the interrupt; the session answers with its state.
+	r := rt(t, "", "session", "exec", name, "kept")
+	assert.Equal(t, "5\n", r.stdout, r.stderr)
+}

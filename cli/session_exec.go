@@ -3,9 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,8 +38,11 @@ func newCmdExec(f *Factory, runF func(context.Context, *ExecOptions) error) *cob
 one persistent interpreter. Output is streamed as it is produced; for Python the repr of a final
 expression is printed after it. A stopped session is started first (its state restored).
 
-Exit codes: 0 ok, 1 the code raised / failed / crashed the interpreter, 2 usage, 124 timeout,
-125 runtime failure, 130 interrupted. Ctrl-C interrupts the code; a second Ctrl-C detaches.`,
+Exit codes: 0 ok, 1 the code raised / failed / crashed the interpreter, 2 usage, 124 timeout
+(also when the session did not answer within a minute of --timeout: a paused container, a stuck
+engine), 125 runtime failure, 130 interrupted, 143 terminated. Ctrl-C interrupts the code; a
+second Ctrl-C detaches. SIGTERM asks for an interrupt, waits half a second for the result, then
+ends (the code may go on in the session).`,
 		Example: `  runtimectl session exec demo 'x = 40 + 2'
   runtimectl session exec demo 'x'                    # prints 42
   runtimectl session exec demo -f analysis.py --timeout 2m
@@ -65,6 +71,12 @@ Exit codes: 0 ok, 1 the code raised / failed / crashed the interpreter, 2 usage,
 					return usagef("read code from standard input: %v", err)
 				}
 				o.Code = string(b)
+			}
+			if len(o.Code) > session.MaxCode {
+				return usagef("the code is %d bytes; the limit is %d MiB: copy it into the session as a file (`runtimectl session cp`) and run that", len(o.Code), session.MaxCode>>20)
+			}
+			if c.Flags().Changed("timeout") && o.Timeout < time.Millisecond {
+				return usagef("--timeout %s: give at least 1ms (leave it out for no timeout)", o.Timeout)
 			}
 			if runF != nil {
 				return runF(c.Context(), o)
@@ -96,14 +108,28 @@ func execRun(ctx context.Context, o *ExecOptions) error {
 	execCtx, interrupt := context.WithCancel(ctx)
 	defer interrupt()
 	detach := make(chan struct{})
+	var terminated atomic.Bool
 	stopSignals := make(chan struct{})
 	defer close(stopSignals)
 	go func() {
 		n := 0
 		for {
 			select {
-			case <-o.F.Signals:
+			case sig := <-o.F.Signals:
 				n++
+				if sig == syscall.SIGTERM {
+					// Terminated (a supervisor, a timeout of the caller's own): ask for an
+					// interrupt, give the answer a moment, then end.
+					fmt.Fprintln(errw, "runtimectl: terminated: interrupting the code")
+					interrupt()
+					select {
+					case <-time.After(termGrace):
+						terminated.Store(true)
+						close(detach)
+					case <-stopSignals:
+					}
+					return
+				}
 				if n == 1 {
 					fmt.Fprintln(errw, "runtimectl: interrupting the code (Ctrl-C again to detach)")
 					interrupt()
@@ -124,6 +150,14 @@ func execRun(ctx context.Context, o *ExecOptions) error {
 	}
 	res, err := s.Exec(execCtx, o.Code, eo)
 	if err != nil {
+		if terminated.Load() {
+			fmt.Fprintln(errw, "runtimectl: terminated before the code ended: it was asked to stop (an interrupt) and may still be running; its result will be in `runtimectl session history "+o.Name+"`")
+			return &exitError{143}
+		}
+		if errors.Is(err, session.ErrNoAnswer) {
+			fmt.Fprintln(errw, "runtimectl: "+err.Error())
+			return &exitError{124}
+		}
 		select {
 		case <-detach:
 			fmt.Fprintln(errw, "runtimectl: detached; the execution goes on in the session (see `runtimectl session history`)")
@@ -146,6 +180,9 @@ func execRun(ctx context.Context, o *ExecOptions) error {
 	}
 	return statusExit(res.Status)
 }
+
+// termGrace is how long SIGTERM leaves the code to answer its interrupt.
+const termGrace = 500 * time.Millisecond
 
 // reportOutcome says on w (stderr) what the result carries beyond the code's output: rich
 // outputs saved, a snapshot that failed, and why the execution ended as it did when the runtime

@@ -30,6 +30,10 @@ func Dial(host string) (*client.Client, error) {
 // ErrNotFound is returned when a container does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrBeingCreated is a container whose name another process took at the same moment and that
+// is not there (yet, or any more): the session is that process's to make.
+var ErrBeingCreated = errors.New("the container is being created by another process")
+
 // ErrUnreachable wraps errors that mean the Docker engine could not be reached.
 var ErrUnreachable = errors.New("the Docker engine cannot be reached")
 

@@ -207,18 +207,40 @@ func stateMounted(ms []container.MountPoint) bool {
 // Create creates the container, or returns the existing one of that name (create is
 // idempotent: a conflict means inspect and reuse).
 func (m *Manager) Create(ctx context.Context, s Spec) (Info, error) {
+	info, _, err := m.CreateIfAbsent(ctx, s)
+	return info, err
+}
+
+// CreateIfAbsent is Create, and says whether this call made the container: of two processes
+// that create the same session at once, the engine lets exactly one do it.
+func (m *Manager) CreateIfAbsent(ctx context.Context, s Spec) (Info, bool, error) {
 	cfg, hc := Config(s)
 	_, err := m.api.ContainerCreate(ctx, cfg, hc, nil, nil, Name(s.Session))
+	created := err == nil
 	if err != nil && !IsConflict(err) {
 		if s.Runtime != "" && strings.Contains(strings.ToLower(err.Error()), "runtime") {
-			return Info{}, fmt.Errorf("create container for session %q: the Docker engine has no runtime %q (%w); `docker info` lists the runtimes it has (gVisor's runsc must be installed and registered with the engine first)", s.Session, s.Runtime, m.classify(err))
+			return Info{}, false, fmt.Errorf("create container for session %q: the Docker engine has no runtime %q (%w); `docker info` lists the runtimes it has (gVisor's runsc must be installed and registered with the engine first)", s.Session, s.Runtime, m.classify(err))
 		}
 		if strings.Contains(err.Error(), "container-init binary not found") {
-			return Info{}, fmt.Errorf("create container for session %q: %w; Podman's init binary is missing: install the catatonit package (apt-get install catatonit)", s.Session, m.classify(err))
+			return Info{}, false, fmt.Errorf("create container for session %q: %w; Podman's init binary is missing: install the catatonit package (apt-get install catatonit)", s.Session, m.classify(err))
 		}
-		return Info{}, fmt.Errorf("create container for session %q: %w", s.Session, m.classify(err))
+		return Info{}, false, fmt.Errorf("create container for session %q: %w", s.Session, m.classify(err))
 	}
-	return m.Inspect(ctx, s.Session)
+	info, err := m.Inspect(ctx, s.Session)
+	// The engine reserves the name before the container exists: another process's create may
+	// still be on its way.
+	for i := 0; !created && errors.Is(err, ErrNotFound) && i < 50; i++ {
+		select {
+		case <-ctx.Done():
+			return Info{}, false, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		info, err = m.Inspect(ctx, s.Session)
+	}
+	if !created && errors.Is(err, ErrNotFound) {
+		return Info{}, false, fmt.Errorf("create container for session %q: %w", s.Session, ErrBeingCreated)
+	}
+	return info, created, err
 }
 
 // Start starts the container; starting a running one is a no-op.

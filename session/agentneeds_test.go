@@ -78,6 +78,45 @@ os.link("/workspace/outputs", "trap/h") if False else None`)
 	assert.Error(t, c.CopyTo(ctx, s.Name(), src, "src"))
 }
 
+// Chained links that each look local (u -> ../../.. three folders down, x -> u/../../..)
+// resolve to the host's / together: cp out refuses them, and nothing that arrives leads out of
+// the destination. A file name with a backslash is copied like any other.
+func TestCopyOutRefusesChainedLinksAndKeepsBackslashNames(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{})
+	ctx := testenv.Ctx(t, 2*time.Minute)
+	r := run(t, s, `import os
+os.makedirs("tree/d1/d2/d3", exist_ok=True)
+os.symlink("../../..", "tree/d1/d2/d3/u")
+os.symlink("u/../../..", "tree/d1/d2/d3/x")
+os.makedirs("names", exist_ok=True)
+open("names/a\\b.txt", "w").write("back")`)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
+	dst := t.TempDir()
+	err := c.CopyFrom(ctx, s.Name(), "tree", dst)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "outside")
+	require.NoError(t, filepath.WalkDir(dst, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.Type()&os.ModeSymlink == 0 {
+			return err
+		}
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return nil
+		}
+		rel, err := filepath.Rel(dst, real)
+		require.NoError(t, err)
+		assert.True(t, rel == "." || filepath.IsLocal(rel), "%s leads to %s, outside the destination", p, real)
+		return nil
+	}))
+
+	out := t.TempDir()
+	require.NoError(t, c.CopyFrom(ctx, s.Name(), "names", filepath.Join(out, "names")))
+	b, err := os.ReadFile(filepath.Join(out, "names", `a\b.txt`))
+	require.NoError(t, err)
+	assert.Equal(t, "back", string(b))
+}
+
 func TestFigureIsSavedListedAndCopiedOut(t *testing.T) {
 	c := testenv.Client(t)
 	s := testenv.Start(t, c, session.Spec{})

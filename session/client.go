@@ -14,6 +14,7 @@ import (
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/lang"
+	"github.com/runtimectl/runtimectl/snapshot"
 	"github.com/runtimectl/runtimectl/volumes"
 )
 
@@ -149,6 +150,12 @@ func (s Spec) settings() (Settings, error) {
 	if s.CPUs < 0 || s.Pids < 0 {
 		return Settings{}, fmt.Errorf("%w limits: --cpus and --pids must be positive", ErrInvalid)
 	}
+	if s.KeepSnapshots < 0 {
+		return Settings{}, fmt.Errorf("%w snapshots to keep %d: give 1 or more (0 keeps the default, %d)", ErrInvalid, s.KeepSnapshots, snapshot.DefaultKeep)
+	}
+	if s.MaxOutput < 0 {
+		return Settings{}, fmt.Errorf("%w output cap %d: give a positive size (0 keeps the default)", ErrInvalid, s.MaxOutput)
+	}
 	idle := ""
 	if s.IdleStop > 0 {
 		idle = s.IdleStop.String()
@@ -232,22 +239,32 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 				return nil, info, err
 			}
 		}
-		if ci, err = c.createContainer(ctx, st); err != nil {
-			c.undoCreate(ctx, info, spec.Name)
+		var made bool
+		if ci, made, err = c.createContainer(ctx, st); err != nil {
+			if !errors.Is(err, containers.ErrBeingCreated) {
+				c.undoCreate(ctx, info, spec.Name, false) // the volumes only: no container is ours
+			}
 			return nil, info, err
+		}
+		if !made {
+			// Another process created the session at the same moment: it is theirs, and this
+			// start only joins it (nothing of it is undone here).
+			info.Created, info.Recreate = false, false
 		}
 	default:
 		return nil, info, err
 	}
 	if !ci.Running {
 		if err := c.ctr.Start(ctx, spec.Name); err != nil {
-			c.undoCreate(ctx, info, spec.Name)
+			c.undoCreate(ctx, info, spec.Name, true)
 			return nil, info, err
 		}
 		info.Started = !info.Created
 	}
 	s := &Session{c: c, name: spec.Name, lang: ci.Lang}
 	if err := s.connect(ctx); err != nil {
+		// A new session whose agent never answered (--pids 1, say) leaves nothing behind.
+		c.undoCreate(ctx, info, spec.Name, true)
 		return nil, info, err
 	}
 	if info.Started || info.Recreate {
@@ -257,14 +274,18 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 }
 
 // undoCreate removes what Start made for a new session that could not be started (an unknown
-// --runtime, say), so that a corrected `session start` begins afresh.
-func (c *Client) undoCreate(ctx context.Context, info StartInfo, name string) {
+// --runtime, say), so that a corrected `session start` begins afresh: the container when this
+// Start made it (container), and the volumes, which the engine keeps while another process's
+// container uses them.
+func (c *Client) undoCreate(ctx context.Context, info StartInfo, name string, container bool) {
 	if !info.Created {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.callTimeout)
 	defer cancel()
-	_ = c.ctr.Remove(ctx, name, true)
+	if container {
+		_ = c.ctr.Remove(ctx, name, true)
+	}
 	_ = c.vol.RemoveSession(ctx, name)
 }
 
@@ -377,5 +398,6 @@ func (c *Client) ensureContainer(ctx context.Context, name string) (containers.I
 	if err != nil {
 		return containers.Info{}, err
 	}
-	return c.createContainer(ctx, st)
+	ci, _, err = c.createContainer(ctx, st)
+	return ci, err
 }

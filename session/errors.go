@@ -14,6 +14,10 @@ var (
 	ErrNotFound = errors.New("no such session")
 	// ErrRunning refuses to remove a running session without force.
 	ErrRunning = errors.New("session is running")
+	// ErrNoAnswer is an execution with a timeout whose result did not come within the timeout
+	// and ExecOptions.AnswerGrace: the container may be paused or its engine stuck. The code
+	// may still be running; the CLI exits 124.
+	ErrNoAnswer = errors.New("the session did not answer")
 )
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)

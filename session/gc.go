@@ -60,6 +60,17 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 		hasCtr[ci.Session] = true
 		v, hasVol := volBySession[ci.Session]
 		if o.Orphans && !hasVol {
+			// Never a running session, nor one whose volume exists under its name without
+			// runtimectl's labels (the engine makes such a volume when one is removed under a
+			// container that is being created): those are reported for a person to decide.
+			if _, err := c.vol.Inspect(ctx, ci.Session); err == nil || !errors.Is(err, volumes.ErrNotFound) {
+				do(GCAction{Session: ci.Session, Action: "report", Reason: fmt.Sprintf("its volume %s is not labelled as runtimectl's (or could not be read: %v); its data may be there: look at it with `docker volume inspect %s` before removing anything", volumes.Name(ci.Session), err, volumes.Name(ci.Session))}, nil)
+				continue
+			}
+			if ci.Running {
+				do(GCAction{Session: ci.Session, Action: "report", Reason: fmt.Sprintf("its volume (history and snapshots) is gone but it is running, with its state in memory; remove it with `runtimectl session rm --force %s` when it is no longer needed", ci.Session)}, nil)
+				continue
+			}
 			do(GCAction{Session: ci.Session, Action: "remove container", Reason: "its volume (history and snapshots) is gone"},
 				func() error { return c.ctr.Remove(ctx, ci.Session, true) })
 			continue

@@ -15,27 +15,28 @@ import (
 	"github.com/runtimectl/runtimectl/contract"
 )
 
-// createContainer creates the session's container from its settings (not starting it). A
-// session made before sessions had a state volume gets one here, with the state its agent kept
-// in the workspace moved in (migrateState); when that fails, the new container and state volume
-// are removed again, so that the next start tries afresh.
-func (c *Client) createContainer(ctx context.Context, st Settings) (containers.Info, error) {
+// createContainer creates the session's container from its settings (not starting it), or
+// finds the one another process made at the same moment (created says which). A session made
+// before sessions had a state volume gets one here, with the state its agent kept in the
+// workspace moved in (migrateState); when that fails, the new container and state volume are
+// removed again, so that the next start tries afresh.
+func (c *Client) createContainer(ctx context.Context, st Settings) (ci containers.Info, created bool, err error) {
 	fresh, err := c.vol.EnsureState(ctx, st.Session)
 	if err != nil {
-		return containers.Info{}, err
+		return containers.Info{}, false, err
 	}
-	ci, err := c.ctr.Create(ctx, containerSpec(st))
-	if err != nil || !fresh {
-		return ci, err
+	ci, created, err = c.ctr.CreateIfAbsent(ctx, containerSpec(st))
+	if err != nil || !fresh || !created {
+		return ci, created, err
 	}
 	if err := c.migrateState(ctx, st.Session); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.callTimeout)
 		defer cancel()
 		_ = c.ctr.Remove(cctx, st.Session, true)
 		_ = c.vol.RemoveState(cctx, st.Session)
-		return containers.Info{}, err
+		return containers.Info{}, false, err
 	}
-	return ci, nil
+	return ci, true, nil
 }
 
 // legacyRel is the legacy state folder relative to the workspace, as tar streams of the

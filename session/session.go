@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runtimectl/runtimectl/execproto"
@@ -188,10 +189,22 @@ func (s *Session) Close() error {
 	return nil
 }
 
+// MaxCode bounds the code of one execution; larger code belongs in a file in the session
+// (CopyTo), run from there.
+const MaxCode = 8 << 20
+
+// DefaultAnswerGrace is how long past its timeout an execution's result may take (the agent
+// interrupts the code, kills it after its grace, brings the state back) before Exec stops
+// waiting with ErrNoAnswer.
+const DefaultAnswerGrace = time.Minute
+
 // ExecOptions tune one execution.
 type ExecOptions struct {
-	// Timeout interrupts the code after this long (status timeout); 0 means none.
-	Timeout time.Duration
+	// Timeout interrupts the code after this long (status timeout); 0 means none. The agent
+	// enforces it in the session; Exec enforces it too, stopping its wait with ErrNoAnswer
+	// when no result came AnswerGrace after it (0: DefaultAnswerGrace).
+	Timeout     time.Duration
+	AnswerGrace time.Duration
 	// MaxOutput caps the bytes of each stream delivered; 0 is the session's default.
 	MaxOutput int64
 	// OnStdout and OnStderr receive output as it is produced (called from one goroutine).
@@ -213,10 +226,18 @@ type ExecOptions struct {
 // (status interrupted), and Exec still returns the Result. When the container dies during the
 // execution, the Result has status crashed; the next call brings the session back.
 func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result, error) {
+	if len(code) > MaxCode {
+		return nil, fmt.Errorf("%w code of %d bytes: the limit is %d MiB; copy it into the session as a file (`runtimectl session cp`) and run that", ErrInvalid, len(code), MaxCode>>20)
+	}
+	if o.Timeout < 0 || (o.Timeout > 0 && o.Timeout < time.Millisecond) {
+		return nil, fmt.Errorf("%w timeout %s: give at least 1ms (or none)", ErrInvalid, o.Timeout)
+	}
 	conn, _, err := s.client(ctx)
 	if err != nil {
 		return nil, err
 	}
+	detach, noAnswer, stopDeadline := answerDeadline(o)
+	defer stopDeadline()
 	restored := s.takeUnreported()
 	if restored != nil && o.OnNotice != nil {
 		o.OnNotice(describeRestore(s.name, restored))
@@ -245,8 +266,11 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 	}
 	req := execproto.Request{Code: code, TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput}
 	start := time.Now()
-	wire, err := conn.Exec(ctx, req, h, o.Detach)
+	wire, err := conn.Exec(ctx, req, h, detach)
 	if err != nil {
+		if noAnswer.Load() {
+			return nil, fmt.Errorf("%w within %s of the execution's timeout of %s (is its container paused, or the engine stuck?); the code may still be running there: see `runtimectl session history %s`", ErrNoAnswer, time.Since(start).Round(time.Second)-o.Timeout, o.Timeout, s.name)
+		}
 		if !errors.Is(err, execproto.ErrClosed) {
 			return nil, err
 		}
@@ -266,6 +290,33 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 		o.OnError(*res.Error)
 	}
 	return res, nil
+}
+
+// answerDeadline returns the channel that ends Exec's wait: o.Detach, and with a timeout also
+// the client's own deadline (timeout plus AnswerGrace), which sets noAnswer. stop releases it.
+func answerDeadline(o ExecOptions) (detach <-chan struct{}, noAnswer *atomic.Bool, stop func()) {
+	noAnswer = new(atomic.Bool)
+	if o.Timeout <= 0 {
+		return o.Detach, noAnswer, func() {}
+	}
+	grace := o.AnswerGrace
+	if grace <= 0 {
+		grace = DefaultAnswerGrace
+	}
+	d, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		t := time.NewTimer(o.Timeout + grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			noAnswer.Store(true)
+			close(d)
+		case <-o.Detach:
+			close(d)
+		case <-done:
+		}
+	}()
+	return d, noAnswer, func() { close(done) }
 }
 
 func describeRestore(name string, r *RestoreInfo) string {

@@ -1,0 +1,218 @@
+package session_test
+
+// Concurrency and hung engines (issue 11, part 4): starts that race, starts that fail, a
+// container that stops answering, and gc beside live sessions.
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/images"
+	"github.com/runtimectl/runtimectl/internal/testenv"
+	"github.com/runtimectl/runtimectl/lang"
+	"github.com/runtimectl/runtimectl/session"
+	"github.com/runtimectl/runtimectl/volumes"
+)
+
+// cleanupSession removes a session made in the test directly through the client.
+func cleanupSession(t *testing.T, c *session.Client, name string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = c.Remove(ctx, name, true)
+	})
+}
+
+// assertWhole checks that a session is there as one: its container, and both volumes with
+// runtimectl's labels (the workspace one with the settings).
+func assertWhole(t *testing.T, c *session.Client, name string) {
+	t.Helper()
+	ctx := testenv.Ctx(t, time.Minute)
+	_, err := c.Containers().Inspect(ctx, name)
+	require.NoError(t, err, "the container")
+	vol, err := c.Volumes().Inspect(ctx, name)
+	require.NoError(t, err, "the workspace volume")
+	assert.Equal(t, name, vol.Session, "the workspace volume carries the session's label")
+	assert.NotEmpty(t, vol.Settings, "and its settings")
+	infos, err := c.List(ctx)
+	require.NoError(t, err)
+	for _, in := range infos {
+		if in.Name == name {
+			assert.Equal(t, "running", in.State)
+		}
+	}
+}
+
+// Ten starts of one new name at once: every one gets the same session, made once, whole; no
+// start's clean-up removes what another made.
+func TestConcurrentStartsOfANewName(t *testing.T) {
+	c := testenv.Client(t)
+	name := testenv.Name(t)
+	cleanupSession(t, c, name)
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, _, err := c.Start(testenv.Ctx(t, 3*time.Minute), session.Spec{Name: name})
+			if err == nil {
+				_, err = s.Exec(testenv.Ctx(t, time.Minute), "x = 1", session.ExecOptions{})
+				s.Close()
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		assert.NoError(t, err)
+	}
+	assertWhole(t, c, name)
+	acts, err := c.GC(testenv.Ctx(t, time.Minute), session.GCOptions{Orphans: true, DryRun: true})
+	require.NoError(t, err)
+	for _, a := range acts {
+		assert.NotEqual(t, name, a.Session, "gc finds nothing to do about it: %+v", a)
+	}
+}
+
+// Ten start/rm pairs of one name at once: whatever order they land in, the session is at the
+// end either gone whole or there whole, never half (a container without its volume, an
+// unlabelled volume).
+func TestConcurrentStartAndRemovePairs(t *testing.T) {
+	c := testenv.Client(t)
+	name := testenv.Name(t)
+	cleanupSession(t, c, name)
+	var wg sync.WaitGroup
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := testenv.Ctx(t, 3*time.Minute)
+			if s, _, err := c.Start(ctx, session.Spec{Name: name}); err == nil {
+				s.Close()
+			}
+			_ = c.Remove(ctx, name, true)
+		}()
+	}
+	wg.Wait()
+	ctx := testenv.Ctx(t, time.Minute)
+	_, cerr := c.Containers().Inspect(ctx, name)
+	if errors.Is(cerr, containers.ErrNotFound) {
+		for _, v := range []string{volumes.Name(name), volumes.StateName(name)} {
+			out, err := exec.Command("docker", "volume", "inspect", v).CombinedOutput()
+			assert.Error(t, err, "no container, so no volume %s either: %s", v, out)
+		}
+	} else {
+		require.NoError(t, cerr)
+		assertWhole(t, c, name)
+	}
+	// And it can be started afresh.
+	s, _, err := c.Start(ctx, session.Spec{Name: name})
+	require.NoError(t, err)
+	defer s.Close()
+	assertWhole(t, c, name)
+}
+
+// A new session whose agent cannot start (one process allowed: tini cannot start it) fails
+// to start and leaves nothing behind: no container, no volume.
+func TestFailedStartLeavesNothing(t *testing.T) {
+	c := testenv.Client(t)
+	name := testenv.Name(t)
+	cleanupSession(t, c, name)
+	ctx := testenv.Ctx(t, 4*time.Minute)
+	_, _, err := c.Start(ctx, session.Spec{Name: name, Pids: 1})
+	require.Error(t, err)
+	_, err = c.Containers().Inspect(ctx, name)
+	assert.ErrorIs(t, err, containers.ErrNotFound, "no container left")
+	for _, v := range []string{volumes.Name(name), volumes.StateName(name)} {
+		out, err := exec.Command("docker", "volume", "inspect", v).CombinedOutput()
+		assert.Error(t, err, "no volume %s left: %s", v, out)
+	}
+}
+
+// A paused container answers nothing: with a timeout, Exec stops waiting a grace after it
+// and says the session did not answer, instead of waiting for ever.
+func TestExecWithATimeoutEndsWhenTheContainerIsPaused(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{})
+	name := s.Name()
+	r := execWith(t, s, "x = 1", session.ExecOptions{})
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
+	out, err := exec.Command("docker", "pause", containers.Name(name)).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Cleanup(func() { _ = exec.Command("docker", "unpause", containers.Name(name)).Run() })
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Exec(context.Background(), "x", session.ExecOptions{Timeout: time.Second, AnswerGrace: 2 * time.Second})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, session.ErrNoAnswer)
+		assert.Contains(t, err.Error(), "session history "+name)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Exec with a timeout waited on a paused container")
+	}
+	out, err = exec.Command("docker", "unpause", containers.Name(name)).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}
+
+// Bad execution arguments are refused before anything runs: a timeout under a millisecond
+// (1ns meant none before), code past MaxCode; and at start, a negative number of snapshots
+// to keep.
+func TestBadExecutionArgumentsAreRefused(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{})
+	ctx := testenv.Ctx(t, time.Minute)
+	_, err := s.Exec(ctx, "x = 1", session.ExecOptions{Timeout: time.Nanosecond})
+	assert.ErrorIs(t, err, session.ErrInvalid)
+	_, err = s.Exec(ctx, string(make([]byte, session.MaxCode+1)), session.ExecOptions{})
+	assert.ErrorIs(t, err, session.ErrInvalid)
+	assert.Contains(t, err.Error(), "MiB")
+	name := testenv.Name(t)
+	_, _, err = c.Start(ctx, session.Spec{Name: name, KeepSnapshots: -1})
+	assert.ErrorIs(t, err, session.ErrInvalid)
+	_, err = c.Containers().Inspect(ctx, name)
+	assert.ErrorIs(t, err, containers.ErrNotFound, "nothing made")
+}
+
+// gc --orphans never removes a session whose workspace volume exists under its name without
+// runtimectl's labels (what the engine makes when a volume is removed under a container being
+// created): it reports it.
+func TestGCOrphansKeepsASessionWithAnUnlabelledVolume(t *testing.T) {
+	c := testenv.Client(t)
+	name := testenv.Name(t)
+	cleanupSession(t, c, name)
+	ctx := testenv.Ctx(t, 2*time.Minute)
+	for _, v := range []string{volumes.Name(name), volumes.StateName(name)} {
+		out, err := exec.Command("docker", "volume", "create", v).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		t.Cleanup(func() { _ = exec.Command("docker", "volume", "rm", "-f", v).Run() })
+	}
+	l, err := lang.Get("python")
+	require.NoError(t, err)
+	_, err = c.Containers().Create(ctx, containers.Spec{Session: name, Lang: "python", Image: images.Ref(l), Volume: volumes.Name(name), StateVolume: volumes.StateName(name)})
+	require.NoError(t, err)
+	acts, err := c.GC(ctx, session.GCOptions{Orphans: true})
+	require.NoError(t, err)
+	var mine []session.GCAction
+	for _, a := range acts {
+		if a.Session == name {
+			mine = append(mine, a)
+		}
+	}
+	require.Len(t, mine, 1)
+	assert.Equal(t, "report", mine[0].Action)
+	_, err = c.Containers().Inspect(ctx, name)
+	assert.NoError(t, err, "the container is still there")
+}
