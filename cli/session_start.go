@@ -56,7 +56,7 @@ hold again after stop and start; flags given for an existing session are ignored
 	fl.StringVar(&o.Spec.Lang, "lang", "python", "language: "+strings.Join(lang.Names(), ", "))
 	fl.StringVar(&o.Spec.Image, "image", "", "image to run (default: runtimectl's image for --lang)")
 	fl.Var(sizeValue{&o.Spec.Memory}, "memory", "memory limit, no swap (default 2g)")
-	fl.Float64Var(&o.Spec.CPUs, "cpus", 0, "CPU limit (default: none)")
+	fl.Float64Var(&o.Spec.CPUs, "cpus", 0, "CPU limit, in CPUs (default 1)")
 	fl.Int64Var(&o.Spec.Pids, "pids", 0, "process limit (default 512)")
 	fl.StringVar(&o.Spec.Network, "network", "none", "network: none or bridge")
 	fl.StringArrayVar(&o.Spec.Env, "env", nil, "environment variable KEY=VALUE (repeatable)")

@@ -47,7 +47,7 @@ type Spec struct {
 	// workspace); "" mounts none (a session made before it, until it is migrated).
 	StateVolume string
 	Memory      int64   // bytes; also the memory+swap limit (no swap)
-	CPUs        float64 // 0: no limit
+	CPUs        float64 // 0: DefaultCPUs
 	Pids        int64
 	Network     string // "none" or "bridge"
 	Env         []string
@@ -60,10 +60,15 @@ type Spec struct {
 
 // Defaults for a session container.
 const (
-	DefaultMemory  = 2 << 30
-	DefaultPids    = 512
-	DefaultNetwork = "none"
-	DefaultTmpSize = 512 << 20
+	DefaultMemory = 2 << 30
+	// DefaultCPUs caps a session at one CPU, so that code spinning in a few sessions cannot
+	// starve the others or the host; DefaultCPUShares is its weight when CPUs are contended
+	// (half a default container's 1024), for the same reason.
+	DefaultCPUs      = 1.0
+	DefaultCPUShares = 512
+	DefaultPids      = 512
+	DefaultNetwork   = "none"
+	DefaultTmpSize   = 512 << 20
 	// FileSizeLimit caps a single file the session writes (RLIMIT_FSIZE).
 	FileSizeLimit = 16 << 30
 	// OpenFilesLimit caps the open files of each process of the session (RLIMIT_NOFILE).
@@ -138,6 +143,10 @@ func Config(s Spec) (*container.Config, *container.HostConfig) {
 	if memory <= 0 {
 		memory = DefaultMemory
 	}
+	cpus := s.CPUs
+	if cpus <= 0 {
+		cpus = DefaultCPUs
+	}
 	pids := s.Pids
 	if pids <= 0 {
 		pids = DefaultPids
@@ -173,7 +182,8 @@ func Config(s Spec) (*container.Config, *container.HostConfig) {
 			Memory:     memory,
 			MemorySwap: memory,
 			PidsLimit:  &pids,
-			NanoCPUs:   int64(s.CPUs * 1e9),
+			NanoCPUs:   int64(cpus * 1e9),
+			CPUShares:  DefaultCPUShares,
 			Ulimits: []*units.Ulimit{
 				{Name: "fsize", Soft: FileSizeLimit, Hard: FileSizeLimit},
 				{Name: "nofile", Soft: OpenFilesLimit, Hard: OpenFilesLimit},

@@ -81,11 +81,11 @@ func (c *Client) Containers() *containers.Manager { return c.ctr }
 // Spec describes a new session. Zero values take the defaults.
 type Spec struct {
 	Name    string
-	Lang    string // python (default) or bash
-	Image   string // default: runtimectl's image for Lang
-	Memory  int64  // bytes; default 2 GiB
-	CPUs    float64
-	Pids    int64 // default 512
+	Lang    string  // python (default) or bash
+	Image   string  // default: runtimectl's image for Lang
+	Memory  int64   // bytes; default 2 GiB
+	CPUs    float64 // default 1 (containers.DefaultCPUs)
+	Pids    int64   // default 512
 	Network string
 	Env     []string // KEY=VALUE
 	// Snapshot is "every" (default: after every execution that may have changed state) or
@@ -146,6 +146,9 @@ func (s Spec) settings() (Settings, error) {
 	}
 	if s.Pids == 0 {
 		s.Pids = containers.DefaultPids
+	}
+	if s.CPUs == 0 {
+		s.CPUs = containers.DefaultCPUs
 	}
 	if s.CPUs < 0 || s.Pids < 0 {
 		return Settings{}, fmt.Errorf("%w limits: --cpus and --pids must be positive", ErrInvalid)

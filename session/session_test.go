@@ -173,6 +173,9 @@ func TestHardeningIsVisibleInInspect(t *testing.T) {
 	assert.Positive(t, *hc.PidsLimit)
 	assert.Positive(t, hc.Memory)
 	assert.Equal(t, hc.Memory, hc.MemorySwap, "no swap beyond the memory limit")
+	// A CPU limit and weight by default: a few sessions spinning cannot starve the others.
+	assert.Equal(t, int64(1e9), hc.NanoCPUs, "one CPU by default")
+	assert.Equal(t, int64(512), hc.CPUShares, "half a default container's CPU weight")
 	assert.Contains(t, hc.Tmpfs, "/tmp")
 	require.NotNil(t, hc.Init)
 	assert.True(t, *hc.Init)

@@ -46,7 +46,8 @@ func WithMemory(size string) Option {
 	}
 }
 
-// WithCPUs limits the session to n CPUs (1.5 is one and a half); the default is no limit.
+// WithCPUs limits the session to n CPUs (1.5 is one and a half); the default is one, as for
+// `runtimectl session start`.
 func WithCPUs(n float64) Option {
 	return func(o *options) error {
 		if n <= 0 {
