@@ -34,6 +34,8 @@ type API interface {
 	CopyFromContainer(ctx context.Context, containerID, srcPath string) (io.ReadCloser, container.PathStat, error)
 	ContainerStatPath(ctx context.Context, containerID, path string) (container.PathStat, error)
 	ContainerLogs(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
+	NetworkInspect(ctx context.Context, networkID string, options network.InspectOptions) (network.Inspect, error)
+	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
 	DaemonHost() string
 }
 
@@ -151,10 +153,7 @@ func Config(s Spec) (*container.Config, *container.HostConfig) {
 	if pids <= 0 {
 		pids = DefaultPids
 	}
-	netMode := s.Network
-	if netMode == "" {
-		netMode = DefaultNetwork
-	}
+	netMode := networkMode(s.Network)
 	tmp := s.TmpSize
 	if tmp <= 0 {
 		tmp = DefaultTmpSize
@@ -224,6 +223,9 @@ func (m *Manager) Create(ctx context.Context, s Spec) (Info, error) {
 // CreateIfAbsent is Create, and says whether this call made the container: of two processes
 // that create the same session at once, the engine lets exactly one do it.
 func (m *Manager) CreateIfAbsent(ctx context.Context, s Spec) (Info, bool, error) {
+	if err := m.EnsureNetwork(ctx, s.Network); err != nil {
+		return Info{}, false, err
+	}
 	cfg, hc := Config(s)
 	_, err := m.api.ContainerCreate(ctx, cfg, hc, nil, nil, Name(s.Session))
 	created := err == nil

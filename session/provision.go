@@ -36,6 +36,9 @@ func (c *Client) Prepare(ctx context.Context, spec Spec, volumeLabels map[string
 	if err := c.checkImage(ctx, st); err != nil {
 		return containers.Spec{}, err
 	}
+	if err := c.ctr.EnsureNetwork(ctx, st.Network); err != nil {
+		return containers.Spec{}, err
+	}
 	if err := c.createVolumes(ctx, st, volumes.WithDriverOpts(spec.VolumeOpts), volumes.WithStateDriverOpts(spec.StateVolumeOpts), volumes.WithLabels(volumeLabels)); err != nil {
 		return containers.Spec{}, err
 	}

@@ -1,0 +1,50 @@
+package containers
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/network"
+)
+
+// BridgeNetwork is the network of sessions started with `--network bridge`: runtimectl's own
+// bridge, with traffic between its containers off (com.docker.network.bridge.enable_icc), so
+// that sessions reach the outside but not one another. What still reaches the host: its
+// services listening on the bridge's gateway address or on all addresses.
+const BridgeNetwork = "runtimectl-bridge"
+
+// networkMode is the container's network mode for a session's network setting.
+func networkMode(setting string) string {
+	switch setting {
+	case "":
+		return DefaultNetwork
+	case "bridge":
+		return BridgeNetwork
+	}
+	return setting
+}
+
+// EnsureNetwork makes the network that a session's setting needs (BridgeNetwork for bridge),
+// when it is missing; other settings need none.
+func (m *Manager) EnsureNetwork(ctx context.Context, setting string) error {
+	if networkMode(setting) != BridgeNetwork {
+		return nil
+	}
+	_, err := m.api.NetworkInspect(ctx, BridgeNetwork, network.InspectOptions{})
+	if err == nil {
+		return nil
+	}
+	if !errdefs.IsNotFound(err) {
+		return fmt.Errorf("inspect network %s: %w", BridgeNetwork, m.classify(err))
+	}
+	_, err = m.api.NetworkCreate(ctx, BridgeNetwork, network.CreateOptions{
+		Driver:  "bridge",
+		Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
+		Labels:  map[string]string{LabelSchema: Schema},
+	})
+	if err != nil && !IsConflict(err) { // another process made it at the same moment
+		return fmt.Errorf("create network %s (sessions with --network bridge use it): %w", BridgeNetwork, m.classify(err))
+	}
+	return nil
+}
