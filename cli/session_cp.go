@@ -18,13 +18,16 @@ func splitSessionPath(arg string) (name, p string, ok bool) {
 }
 
 func newCmdCp(f *Factory) *cobra.Command {
-	return &cobra.Command{
+	var maxSize int64
+	c := &cobra.Command{
 		Use:   "cp SRC DST",
 		Short: "Copy files or folders between the host and a session",
 		Long: `Copy a file or folder between the host and a session. NAME:PATH names the session side; a
 relative PATH is under /workspace. As with docker cp, a folder is copied into DST when DST is an
 existing folder, else as DST. Files copied in belong to the session's user. Entries that would
-leave the destination (absolute names, .., links pointing out) are refused.`,
+leave the destination (absolute names, .., links pointing out, also through other links) are
+refused. Out of a session, runs of zeros arrive as holes (a sparse file stays sparse), and the
+files may total --max-size (4g by default); a copy that fails for either leaves nothing behind.`,
 		Example: `  runtimectl session cp ./sales.csv s:data/sales.csv     # host -> /workspace/data/sales.csv
   runtimectl session cp s:outputs/ ./outputs/             # session -> host`,
 		Args: args(2, 2),
@@ -44,7 +47,9 @@ leave the destination (absolute names, .., links pointing out) are refused.`,
 			if dstIn {
 				return cl.CopyTo(c.Context(), dstName, srcPath, dstPath)
 			}
-			return cl.CopyFrom(c.Context(), srcName, srcPath, dstPath)
+			return cl.CopyFromWith(c.Context(), srcName, srcPath, dstPath, session.CopyOptions{MaxSize: maxSize})
 		},
 	}
+	c.Flags().Var(sizeValue{&maxSize}, "max-size", "out of a session: the most the copied files may total (default 4g)")
+	return c
 }

@@ -52,8 +52,8 @@ ipynb, to DIR; nothing is removed if the export fails.`,
 			if err := validName(a[0]); err != nil {
 				return err
 			}
-			if exp.Dir == "" && (len(exp.Keep) > 0 || exp.History) {
-				return usagef("--keep and --keep-history go with --export DIR")
+			if exp.Dir == "" && (len(exp.Keep) > 0 || exp.History || exp.MaxSize != 0) {
+				return usagef("--keep, --keep-history and --max-size go with --export DIR")
 			}
 			cl, err := f.Client()
 			if err != nil {
@@ -74,6 +74,7 @@ ipynb, to DIR; nothing is removed if the export fails.`,
 	c.Flags().StringVar(&exp.Dir, "export", "", "copy the kept files to DIR before removing")
 	c.Flags().StringArrayVar(&exp.Keep, "keep", nil, "glob of workspace files to export (repeatable)")
 	c.Flags().BoolVar(&exp.History, "keep-history", false, "export the history as history.json and history.ipynb too")
+	c.Flags().Var(sizeValue{&exp.MaxSize}, "max-size", "the most the exported files may total (default 4g); past it nothing is removed")
 	return c
 }
 

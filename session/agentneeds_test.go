@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -236,4 +237,41 @@ func TestForkThenDiverge(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, execs)
 	assert.Contains(t, execs[0].Code, "forked from session "+s.Name())
+}
+
+// A sparse file in the session (10 GiB that take no room) is not written out in full: cp out
+// refuses it past the size budget, before writing, and leaves nothing; a smaller sparse file
+// arrives as a hole; rm --export past its budget removes nothing.
+func TestCopyOutOfSparseFilesKeepsTheHostWhole(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{})
+	ctx := testenv.Ctx(t, 3*time.Minute)
+	r := run(t, s, `import os
+os.makedirs("sparse", exist_ok=True)
+with open("sparse/huge.bin", "wb") as f:
+    f.truncate(10 << 30)
+with open("small.bin", "wb") as f:
+    f.truncate(64 << 20)
+    f.write(b"head")`)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
+
+	dst := t.TempDir()
+	err := c.CopyFrom(ctx, s.Name(), "sparse", dst)
+	require.ErrorIs(t, err, session.ErrInvalid)
+	assert.Contains(t, err.Error(), "--max-size")
+	entries, _ := os.ReadDir(dst)
+	assert.Empty(t, entries, "nothing half-copied is left")
+
+	require.NoError(t, c.CopyFrom(ctx, s.Name(), "small.bin", filepath.Join(dst, "small.bin")))
+	st, err := os.Stat(filepath.Join(dst, "small.bin"))
+	require.NoError(t, err)
+	assert.Equal(t, int64(64<<20), st.Size())
+	assert.Less(t, st.Sys().(*syscall.Stat_t).Blocks*512, int64(1<<20), "the hole stays a hole")
+
+	exp := t.TempDir()
+	_, err = c.RemoveExport(ctx, s.Name(), true, session.ExportOptions{Dir: exp, Keep: []string{"*.bin"}, MaxSize: 1 << 20})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "nothing was removed")
+	r = run(t, s, "1 + 1")
+	assert.Equal(t, "2", *r.Result, "the session is still there")
 }

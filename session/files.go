@@ -81,10 +81,24 @@ func (c *Client) CopyTo(ctx context.Context, name, src, dst string) error {
 	return err
 }
 
+// CopyOptions tune a copy out of a session.
+type CopyOptions struct {
+	// MaxSize bounds the total size of the files written to the host (0: 4 GiB, a negative
+	// value: no bound); a copy past it fails before writing the file that passes it and leaves
+	// nothing behind.
+	MaxSize int64
+}
+
 // CopyFrom copies the session's file or folder src to the host as dst (docker cp semantics:
 // into dst when it is an existing folder, else as dst). Every entry is checked: nothing is
-// written outside dst.
+// written outside dst; runs of zeros are written as holes; the default size budget applies
+// (see CopyFromWith).
 func (c *Client) CopyFrom(ctx context.Context, name, src, dst string) error {
+	return c.CopyFromWith(ctx, name, src, dst, CopyOptions{})
+}
+
+// CopyFromWith is CopyFrom with options.
+func (c *Client) CopyFromWith(ctx context.Context, name, src, dst string, o CopyOptions) error {
 	if _, err := c.ensureContainer(ctx, name); err != nil {
 		return err
 	}
@@ -120,6 +134,9 @@ func (c *Client) CopyFrom(ctx context.Context, name, src, dst string) error {
 		return err
 	}
 	defer rc.Close()
-	_, err = tarsafe.Extract(rc, dir, rename, nil)
+	_, err = tarsafe.ExtractWith(rc, dir, tarsafe.Options{Rename: rename, MaxBytes: o.MaxSize})
+	if errors.Is(err, tarsafe.ErrTooLarge) {
+		return fmt.Errorf("%w copy of %s: %v", ErrInvalid, src, err)
+	}
 	return err
 }

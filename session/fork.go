@@ -213,6 +213,7 @@ type ExportOptions struct {
 	Dir     string   // created if missing
 	Keep    []string // globs matched against the path under /workspace and against the base name
 	History bool     // also history.json and history.ipynb
+	MaxSize int64    // the size budget of the kept files, as CopyOptions.MaxSize
 }
 
 // RemoveExport copies the workspace files that match o.Keep (and the history) to o.Dir, then
@@ -257,7 +258,7 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 				return h
 			}, nil))
 		}()
-		n, err = tarsafe.Extract(pr, o.Dir, "", nil)
+		n, err = tarsafe.ExtractWith(pr, o.Dir, tarsafe.Options{MaxBytes: o.MaxSize})
 		pr.CloseWithError(err)
 		rc.Close()
 		if err != nil {

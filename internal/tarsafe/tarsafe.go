@@ -23,95 +23,209 @@ var ErrUnsafe = errors.New("unsafe tar entry")
 // Filter decides whether an entry (by its cleaned, slash-separated name) is extracted.
 type Filter func(name string, h *tar.Header) bool
 
-// Extract reads tar entries from r and writes them under dst, which must exist. rename, when
-// not empty, replaces the first path element of every entry (docker cp's "copy as a new
-// name"). It returns the number of regular files written.
+// DefaultMaxBytes is the total size that an extraction writes unless told otherwise.
+const DefaultMaxBytes = 4 << 30
+
+// ErrTooLarge is an extraction that would write more than its budget.
+var ErrTooLarge = errors.New("larger than the size budget")
+
+// Options tune an extraction.
+type Options struct {
+	// Rename, when not empty, replaces the first path element of every entry (docker cp's
+	// "copy as a new name").
+	Rename string
+	// Keep, when set, says which entries are extracted.
+	Keep Filter
+	// MaxBytes bounds the total size of the regular files written (0: DefaultMaxBytes; a
+	// negative value: no bound). Each entry's size is checked before it is written.
+	MaxBytes int64
+}
+
+// Extract reads tar entries from r and writes them under dst, which must exist (see Options
+// for rename and keep). It returns the number of regular files written.
 func Extract(r io.Reader, dst, rename string, keep Filter) (int, error) {
+	return ExtractWith(r, dst, Options{Rename: rename, Keep: keep})
+}
+
+// ExtractWith is Extract with options. Runs of zeros are written as holes, so a sparse file
+// stays sparse on the host. When it fails (an unsafe entry, the budget, a write error), it
+// removes what it created before returning the error: nothing half-copied is left behind
+// (files it replaced stay replaced).
+func ExtractWith(r io.Reader, dst string, o Options) (n int, err error) {
 	root, err := os.OpenRoot(dst)
 	if err != nil {
 		return 0, fmt.Errorf("open destination %s: %w", dst, err)
 	}
 	defer root.Close()
+	budget := o.MaxBytes
+	if budget == 0 {
+		budget = DefaultMaxBytes
+	}
+	x := &extraction{root: root}
+	defer func() {
+		if err != nil {
+			x.undo()
+			n = 0
+		}
+	}()
 	tr := tar.NewReader(r)
-	files := 0
-	var links []string
+	var written int64
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			return files, recheckLinks(root, links)
+			return x.files, recheckLinks(root, x.links)
 		}
 		if err != nil {
-			return files, fmt.Errorf("read tar: %w", err)
+			return x.files, fmt.Errorf("read tar: %w", err)
 		}
 		name, err := CleanName(h.Name)
 		if err != nil {
-			return files, err
+			return x.files, err
 		}
-		if rename != "" {
-			first, rest, _ := strings.Cut(name, "/")
-			_ = first
-			if rest == "" {
-				name = rename
+		if o.Rename != "" {
+			if _, rest, _ := strings.Cut(name, "/"); rest == "" {
+				name = o.Rename
 			} else {
-				name = rename + "/" + rest
+				name = o.Rename + "/" + rest
 			}
 		}
-		if keep != nil && !keep(name, h) {
+		if o.Keep != nil && !o.Keep(name, h) {
 			continue
 		}
 		switch h.Typeflag {
 		case tar.TypeDir:
-			if err := root.MkdirAll(filepath.FromSlash(name), 0o755); err != nil {
-				return files, fmt.Errorf("create %s: %w", name, err)
+			if err := x.mkdirAll(name); err != nil {
+				return x.files, err
 			}
 		case tar.TypeReg, tar.TypeRegA:
-			if dir := path.Dir(name); dir != "." {
-				if err := root.MkdirAll(filepath.FromSlash(dir), 0o755); err != nil {
-					return files, fmt.Errorf("create %s: %w", dir, err)
-				}
+			if budget > 0 && written+h.Size > budget {
+				return x.files, fmt.Errorf("%w: %s (%d bytes) after %d bytes would pass the budget of %d bytes; give a larger --max-size to copy it (nothing was kept)", ErrTooLarge, name, h.Size, written, budget)
 			}
-			mode := os.FileMode(h.Mode).Perm() &^ 0o022
-			f, err := root.OpenFile(filepath.FromSlash(name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode|0o600)
-			if err != nil {
-				return files, fmt.Errorf("write %s: %w", name, err)
+			if err := x.mkdirAll(path.Dir(name)); err != nil {
+				return x.files, err
 			}
-			_, err = io.Copy(f, tr)
-			cerr := f.Close()
-			if err != nil || cerr != nil {
-				return files, fmt.Errorf("write %s: %w", name, errors.Join(err, cerr))
+			if err := x.writeFile(name, os.FileMode(h.Mode).Perm()&^0o022|0o600, tr, h.Size); err != nil {
+				return x.files, err
 			}
-			files++
+			written += h.Size
 		case tar.TypeSymlink:
 			if err := checkLink(root, name, h.Linkname); err != nil {
-				return files, err
+				return x.files, err
 			}
-			if dir := path.Dir(name); dir != "." {
-				if err := root.MkdirAll(filepath.FromSlash(dir), 0o755); err != nil {
-					return files, fmt.Errorf("create %s: %w", dir, err)
-				}
+			if err := x.mkdirAll(path.Dir(name)); err != nil {
+				return x.files, err
 			}
 			if err := root.Symlink(h.Linkname, filepath.FromSlash(name)); err != nil {
-				return files, fmt.Errorf("link %s: %w", name, err)
+				return x.files, fmt.Errorf("link %s: %w", name, err)
 			}
-			links = append(links, name)
+			x.created = append(x.created, name)
+			x.links = append(x.links, name)
 		case tar.TypeLink:
 			target, err := CleanName(h.Linkname)
 			if err != nil {
-				return files, fmt.Errorf("%w: hard link %s -> %s leaves the destination", ErrUnsafe, name, h.Linkname)
+				return x.files, fmt.Errorf("%w: hard link %s -> %s leaves the destination", ErrUnsafe, name, h.Linkname)
 			}
-			if rename != "" {
+			if o.Rename != "" {
 				if _, rest, ok := strings.Cut(target, "/"); ok {
-					target = rename + "/" + rest
+					target = o.Rename + "/" + rest
 				} else {
-					target = rename
+					target = o.Rename
 				}
 			}
 			if err := root.Link(filepath.FromSlash(target), filepath.FromSlash(name)); err != nil {
-				return files, fmt.Errorf("link %s: %w", name, err)
+				return x.files, fmt.Errorf("link %s: %w", name, err)
 			}
+			x.created = append(x.created, name)
 		default:
-			return files, fmt.Errorf("%w: %s is a %s, not a file, folder or link", ErrUnsafe, name, typeName(h.Typeflag))
+			return x.files, fmt.Errorf("%w: %s is a %s, not a file, folder or link", ErrUnsafe, name, typeName(h.Typeflag))
 		}
+	}
+}
+
+// extraction records what an extraction created, to undo it when it fails.
+type extraction struct {
+	root    *os.Root
+	created []string // in the order made: parents before their children
+	links   []string
+	files   int
+}
+
+// mkdirAll makes the folder name and its missing parents, recording those it made.
+func (x *extraction) mkdirAll(name string) error {
+	if name == "." || name == "" {
+		return nil
+	}
+	acc := ""
+	for _, el := range strings.Split(name, "/") {
+		acc = joinRaw(acc, el)
+		if _, err := x.root.Lstat(filepath.FromSlash(acc)); err == nil {
+			continue
+		}
+		if err := x.root.Mkdir(filepath.FromSlash(acc), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create %s: %w", acc, err)
+		}
+		x.created = append(x.created, acc)
+	}
+	return nil
+}
+
+// writeFile writes size bytes of r as the file name, seeking over runs of zeros (holes).
+func (x *extraction) writeFile(name string, mode os.FileMode, r io.Reader, size int64) error {
+	if _, err := x.root.Lstat(filepath.FromSlash(name)); err != nil {
+		x.created = append(x.created, name)
+	}
+	f, err := x.root.OpenFile(filepath.FromSlash(name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	err = copySparse(f, r, size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	x.files++
+	return nil
+}
+
+// copySparse copies size bytes from r to f, leaving holes where whole blocks are zero.
+func copySparse(f *os.File, r io.Reader, size int64) error {
+	const block = 64 << 10
+	buf := make([]byte, block)
+	var off int64
+	for off < size {
+		n, err := io.ReadFull(r, buf[:min(block, size-off)])
+		if n > 0 {
+			if allZero(buf[:n]) {
+				if _, err := f.Seek(int64(n), io.SeekCurrent); err != nil {
+					return err
+				}
+			} else if _, err := f.Write(buf[:n]); err != nil {
+				return err
+			}
+			off += int64(n)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return f.Truncate(size) // a hole at the end has no block to mark its length
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// undo removes what the extraction created, children before their parents.
+func (x *extraction) undo() {
+	for i := len(x.created) - 1; i >= 0; i-- {
+		_ = x.root.Remove(filepath.FromSlash(x.created[i]))
 	}
 }
 

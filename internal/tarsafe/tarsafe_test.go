@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -212,4 +213,59 @@ func TestExtractKeepsBackslashNames(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	assert.FileExists(t, filepath.Join(dst, "dir", `a\b.txt`))
+}
+
+// A file of zeros (a sparse file in the session) arrives as a hole, taking no room on the
+// host; its size and content are right.
+func TestExtractKeepsHolesAsHoles(t *testing.T) {
+	dst, _ := setup(t)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	const size = 64 << 20
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "sparse.bin", Typeflag: tar.TypeReg, Mode: 0o644, Size: size}))
+	_, err := tw.Write(make([]byte, size-5))
+	require.NoError(t, err)
+	_, err = tw.Write([]byte("tail!"))
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	_, err = ExtractWith(&buf, dst, Options{})
+	require.NoError(t, err)
+	p := filepath.Join(dst, "sparse.bin")
+	st, err := os.Stat(p)
+	require.NoError(t, err)
+	assert.Equal(t, int64(size), st.Size())
+	blocks := st.Sys().(*syscall.Stat_t).Blocks * 512
+	assert.Less(t, blocks, int64(1<<20), "the zeros are a hole, not %d bytes on disk", blocks)
+	f, err := os.Open(p)
+	require.NoError(t, err)
+	defer f.Close()
+	tail := make([]byte, 5)
+	_, err = f.ReadAt(tail, size-5)
+	require.NoError(t, err)
+	assert.Equal(t, "tail!", string(tail))
+}
+
+// Past the size budget the copy is refused, checked on each entry's size before it is
+// written, and what it had written is removed; what was in the destination before stays.
+func TestExtractRefusesPastTheBudgetAndLeavesNothing(t *testing.T) {
+	dst, _ := setup(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dst, "before.txt"), []byte("mine"), 0o644))
+	_, err := ExtractWith(mkTar(t,
+		entry{name: "out/a.txt", body: "0123456789", typ: tar.TypeReg},
+		entry{name: "out/deep/b.txt", body: "0123456789", typ: tar.TypeReg},
+	), dst, Options{MaxBytes: 15})
+	require.ErrorIs(t, err, ErrTooLarge)
+	assert.Contains(t, err.Error(), "--max-size")
+	entries, err := os.ReadDir(dst)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "only what was there before")
+	assert.Equal(t, "before.txt", entries[0].Name())
+
+	// A refused link undoes the copy too.
+	_, err = ExtractWith(mkTar(t,
+		entry{name: "out/a.txt", body: "x", typ: tar.TypeReg},
+		entry{name: "out/l", link: "../../canary", typ: tar.TypeSymlink},
+	), dst, Options{})
+	require.ErrorIs(t, err, ErrUnsafe)
+	assert.NoDirExists(t, filepath.Join(dst, "out"))
 }
