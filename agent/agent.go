@@ -123,9 +123,18 @@ func New(cfg Config) (*Agent, error) {
 		}
 		msgs = append(msgs, msg)
 	}
+	if saved, ok := log.LastSaved(); ok && info.Snapshot == "" && storeEmpty(store) {
+		// Not "no snapshot yet": the history says there were some.
+		msgs = append(msgs, fmt.Sprintf("the snapshots are gone from the state volume: the history records snapshot %s saved after execution %d, and none is there now", saved.State.Snapshot, saved.Seq))
+	}
 	info.Messages = append(msgs, info.Messages...)
 	a.setRestore(info)
 	return a, nil
+}
+
+func storeEmpty(s *snapshot.Store) bool {
+	ms, problems := s.List()
+	return len(ms) == 0 && len(problems) == 0
 }
 
 func describeState(info execproto.RestoreInfo) string {

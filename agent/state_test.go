@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -46,4 +47,23 @@ func TestLegacyStateFolderRemovedOnlyAfterTheMove(t *testing.T) {
 	require.NoError(t, os.Symlink(target, filepath.Join(cfg.Workdir, legacyName)))
 	startStub(t, cfg).stop()
 	assert.FileExists(t, filepath.Join(target, "keep"), "a link in its place is not followed")
+}
+
+// Snapshots deleted from the state volume are reported as gone, not as "no snapshot yet":
+// the history says there were some.
+func TestSnapshotsGoneFromTheStateAreReported(t *testing.T) {
+	s := startStub(t, stubConfig(t))
+	c := s.client(t)
+	r := execStub(t, c, "set hello", 0)
+	require.Equal(t, "ok", string(r.Status))
+	drain(t, c)
+	s.stop()
+	for _, d := range []string{"snapshots", "snapdata"} {
+		require.NoError(t, os.RemoveAll(filepath.Join(s.cfg.StateDir, d)))
+	}
+	s = startStub(t, s.cfg)
+	info := s.Hello().Restore
+	require.NotNil(t, info)
+	assert.Empty(t, info.Snapshot)
+	assert.Contains(t, strings.Join(info.Messages, "; "), "snapshots are gone")
 }

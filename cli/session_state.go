@@ -123,6 +123,10 @@ func newCmdSnapshots(f *Factory) *cobra.Command {
 			tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tAFTER EXEC\tCREATED\tSIZE\tKEPT\tSKIPPED")
 			for _, m := range list {
+				if m.Broken != "" {
+					fmt.Fprintf(tw, "%s\t-\t-\t-\tbroken: %s\t\n", m.ID, m.Broken)
+					continue
+				}
 				var skipped []string
 				for _, s := range m.Skipped {
 					skipped = append(skipped, s.Name)

@@ -28,6 +28,8 @@ type Log struct {
 	ends     map[int64]bool
 	problems []string
 	repairs  []string
+	// lastSaved is the newest record that says a snapshot was saved.
+	lastSaved Record
 }
 
 // Open opens the history file at path for appending, creating it (mode
@@ -158,6 +160,17 @@ func (l *Log) note(r Record) {
 		l.ends[r.Seq] = true
 		delete(l.starts, r.Seq)
 	}
+	if (r.Kind == KindEnd || r.Kind == KindState) && r.State != nil && r.State.Status == StateSaved && r.State.Snapshot != "" {
+		l.lastSaved = r
+	}
+}
+
+// LastSaved returns the newest record that says a snapshot was saved (its State names it);
+// ok is false when the history records none.
+func (l *Log) LastSaved() (r Record, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastSaved, l.lastSaved.State != nil
 }
 
 // Append writes r as one line (Schema is set to [Schema]) with a single

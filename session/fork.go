@@ -92,6 +92,12 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 	var chosen *snapshot.Manifest
 	for i := range manifests {
 		m := &manifests[i]
+		if m.Broken != "" {
+			if m.ID == at {
+				return nil, fmt.Errorf("%w: snapshot %s of session %s is broken (%s); list them with `runtimectl session snapshots %s`", ErrInvalid, at, src, m.Broken, src)
+			}
+			continue
+		}
 		if (at == "" && (chosen == nil || m.Seq >= chosen.Seq)) || m.ID == at {
 			chosen = m
 		}

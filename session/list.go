@@ -191,7 +191,8 @@ func (c *Client) readFile(ctx context.Context, name, path string, read func(io.R
 	}
 }
 
-// Snapshots lists the session's snapshots, oldest first, from its volume.
+// Snapshots lists the session's snapshots, oldest first, from its state volume; one whose
+// manifest cannot be read is listed with only its ID and Broken saying why.
 func (c *Client) Snapshots(ctx context.Context, name string) ([]snapshot.Manifest, error) {
 	if _, err := c.ensureContainer(ctx, name); err != nil {
 		return nil, err
@@ -204,7 +205,14 @@ func (c *Client) Snapshots(ctx context.Context, name string) ([]snapshot.Manifes
 		return nil, err
 	}
 	defer rc.Close()
-	ms, _ := snapshot.ManifestsFromTar(rc)
+	ms, problems := snapshot.ManifestsFromTar(rc)
+	for _, err := range problems {
+		// A manifest that cannot be read is listed as broken, not hidden.
+		var p snapshot.Problem
+		if errors.As(err, &p) {
+			ms = append(ms, snapshot.Manifest{ID: p.ID, Broken: p.Err.Error(), Kept: []string{}, Skipped: []snapshot.Skipped{}})
+		}
+	}
 	sort.Slice(ms, func(i, j int) bool {
 		if ms[i].Seq != ms[j].Seq {
 			return ms[i].Seq < ms[j].Seq

@@ -19,7 +19,9 @@ import (
 
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/internal/testenv"
+	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/session"
 	"github.com/runtimectl/runtimectl/volumes"
 )
@@ -188,4 +190,41 @@ func TestVolumesArePaired(t *testing.T) {
 		out, err := exec.CommandContext(context.Background(), "docker", "volume", "inspect", v).CombinedOutput()
 		assert.Error(t, err, "volume %s is removed with the session: %s", v, out)
 	}
+}
+
+// A snapshot whose manifest is broken is listed as broken, not hidden; with the snapshots
+// deleted from the state volume, the next start says they are gone, not "no snapshot yet".
+func TestBrokenAndMissingSnapshotsAreSaidSo(t *testing.T) {
+	c := testenv.Client(t)
+	ctx := testenv.Ctx(t, 3*time.Minute)
+	s := testenv.Start(t, c, session.Spec{})
+	name := s.Name()
+	r := execWith(t, s, "x = 1", session.ExecOptions{})
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
+	waitSaved(t, c, name, r.Seq)
+	writeStateTar(t, c, name, contract.StatePath(contract.SnapshotsDir), &tar.Header{Name: "9-abcdef.json", Typeflag: tar.TypeReg, Mode: 0o600}, []byte("{not json"))
+	ms, err := c.Snapshots(ctx, name)
+	require.NoError(t, err)
+	var broken []string
+	for _, m := range ms {
+		if m.Broken != "" {
+			broken = append(broken, m.ID)
+		}
+	}
+	assert.Equal(t, []string{"9-abcdef"}, broken)
+
+	s.Close()
+	require.NoError(t, c.Stop(ctx, name))
+	l, err := lang.Get("python")
+	require.NoError(t, err)
+	out, err := exec.Command("docker", "run", "--rm", "--network", "none", "--entrypoint", "sh", "-v", volumes.StateName(name)+":/state",
+		images.Ref(l), "-c", "rm -rf /state/snapshots /state/snapdata").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	s, _, err = c.Start(ctx, session.Spec{Name: name})
+	require.NoError(t, err)
+	defer s.Close()
+	info := s.Restored()
+	require.NotNil(t, info)
+	assert.Empty(t, info.Snapshot)
+	assert.Contains(t, strings.Join(info.Messages, "; "), "snapshots are gone")
 }

@@ -59,6 +59,9 @@ type Manifest struct {
 	Skipped []Skipped         `json:"skipped"`
 	Info    map[string]string `json:"info,omitempty"` // the driver's info (interpreter, pickler)
 	Note    string            `json:"note,omitempty"` // a word from whoever took it ("before restore")
+	// Broken says why a manifest could not be read, in a listing (ManifestsFromTar's callers
+	// add such entries, with only the ID); the agent never writes it.
+	Broken string `json:"broken,omitempty"`
 }
 
 var (
