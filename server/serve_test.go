@@ -238,3 +238,26 @@ func TestRestartingTheServerMidwayLosesNothing(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, st, "ownership survives the restart")
 	_ = context.Background
 }
+
+// SIGHUP reads the token file again: a token added to it is let in, one taken out is not, and
+// the server goes on serving.
+func TestSIGHUPReadsTheTokenFileAgain(t *testing.T) {
+	testenv.Client(t)
+	tokens := tokenFile(t)
+	p := startServe(t, tokens)
+	const tokNew = "carol-token-0123456789abcdef"
+	carol, bob := api{t: t, base: p.base, token: tokNew}, api{t: t, base: p.base, token: tokB}
+	st, _ := carol.do("GET", "/v1/sessions", nil, nil)
+	require.Equal(t, http.StatusUnauthorized, st, "not in the file yet")
+	st, _ = bob.do("GET", "/v1/sessions", nil, nil)
+	require.Equal(t, http.StatusOK, st)
+
+	require.NoError(t, os.WriteFile(tokens, []byte(tokA+" alice\n"+tokNew+" carol\n"), 0o600))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	require.Eventually(t, func() bool {
+		st, _ := carol.do("GET", "/v1/sessions", nil, nil)
+		return st == http.StatusOK
+	}, 30*time.Second, 100*time.Millisecond, "the new token is let in after SIGHUP")
+	st, _ = bob.do("GET", "/v1/sessions", nil, nil)
+	assert.Equal(t, http.StatusUnauthorized, st, "a token taken out of the file is refused")
+}
