@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ func splitSessionPath(arg string) (name, p string, ok bool) {
 
 func newCmdCp(f *Factory) *cobra.Command {
 	var maxSize int64
+	var skip bool
 	c := &cobra.Command{
 		Use:   "cp SRC DST",
 		Short: "Copy files or folders between the host and a session",
@@ -27,7 +29,9 @@ relative PATH is under /workspace. As with docker cp, a folder is copied into DS
 existing folder, else as DST. Files copied in belong to the session's user. Entries that would
 leave the destination (absolute names, .., links pointing out, also through other links) are
 refused. Out of a session, runs of zeros arrive as holes (a sparse file stays sparse), and the
-files may total --max-size (4g by default); a copy that fails for either leaves nothing behind.`,
+files may total --max-size (4g by default); a tree with folders too deep for the engine's
+archive (paths of thousands of characters, below which it leaves files out) fails, unless
+--skip-unreadable. A copy that fails leaves nothing behind.`,
 		Example: `  runtimectl session cp ./sales.csv s:data/sales.csv     # host -> /workspace/data/sales.csv
   runtimectl session cp s:outputs/ ./outputs/             # session -> host`,
 		Args: args(2, 2),
@@ -47,9 +51,11 @@ files may total --max-size (4g by default); a copy that fails for either leaves 
 			if dstIn {
 				return cl.CopyTo(c.Context(), dstName, srcPath, dstPath)
 			}
-			return cl.CopyFromWith(c.Context(), srcName, srcPath, dstPath, session.CopyOptions{MaxSize: maxSize})
+			return cl.CopyFromWith(c.Context(), srcName, srcPath, dstPath, session.CopyOptions{MaxSize: maxSize, SkipDeep: skip,
+				OnSkipped: func(dir string) { fmt.Fprintf(f.IO.Err, "runtimectl: skipped what the engine left out below %s (too deep for its archive)\n", dir) }})
 		},
 	}
 	c.Flags().Var(sizeValue{&maxSize}, "max-size", "out of a session: the most the copied files may total (default 4g)")
+	c.Flags().BoolVar(&skip, "skip-unreadable", false, "out of a session: copy the rest when folders are too deep for the engine's archive (listed on stderr)")
 	return c
 }

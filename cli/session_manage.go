@@ -52,8 +52,11 @@ ipynb, to DIR; nothing is removed if the export fails.`,
 			if err := validName(a[0]); err != nil {
 				return err
 			}
-			if exp.Dir == "" && (len(exp.Keep) > 0 || exp.History || exp.MaxSize != 0) {
-				return usagef("--keep, --keep-history and --max-size go with --export DIR")
+			if exp.Dir == "" && (len(exp.Keep) > 0 || exp.History || exp.MaxSize != 0 || exp.SkipDeep) {
+				return usagef("--keep, --keep-history, --max-size and --skip-unreadable go with --export DIR")
+			}
+			exp.OnSkipped = func(dir string) {
+				fmt.Fprintf(f.IO.Err, "runtimectl: not exported: what the engine left out below %s (too deep for its archive)\n", dir)
 			}
 			cl, err := f.Client()
 			if err != nil {
@@ -75,6 +78,7 @@ ipynb, to DIR; nothing is removed if the export fails.`,
 	c.Flags().StringArrayVar(&exp.Keep, "keep", nil, "glob of workspace files to export (repeatable)")
 	c.Flags().BoolVar(&exp.History, "keep-history", false, "export the history as history.json and history.ipynb too")
 	c.Flags().Var(sizeValue{&exp.MaxSize}, "max-size", "the most the exported files may total (default 4g); past it nothing is removed")
+	c.Flags().BoolVar(&exp.SkipDeep, "skip-unreadable", false, "export the rest when folders are too deep for the engine's archive (listed on stderr), then remove")
 	return c
 }
 

@@ -275,3 +275,47 @@ with open("small.bin", "wb") as f:
 	r = run(t, s, "1 + 1")
 	assert.Equal(t, "2", *r.Result, "the session is still there")
 }
+
+// A tree deeper than the engine's archive can carry (a path of about 6,000 characters, below
+// which docker cp leaves files out without a word) fails cp, rm --export and fork instead of
+// arriving short: rm --export removes nothing. With SkipDeep, cp copies the rest and names
+// the folder.
+func TestDeepTreesAreNotCopiedShort(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{})
+	name := s.Name()
+	ctx := testenv.Ctx(t, 3*time.Minute)
+	r := run(t, s, `import os
+os.makedirs("tree", exist_ok=True)
+os.chdir("tree")
+for i in range(300):
+    os.mkdir("d" * 20); os.chdir("d" * 20)
+open("deep.txt", "w").write("deep")
+os.chdir("/workspace")
+open("tree/top.txt", "w").write("top")`)
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
+
+	dst := t.TempDir()
+	err := c.CopyFrom(ctx, name, "tree", dst)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--skip-unreadable")
+	entries, _ := os.ReadDir(dst)
+	assert.Empty(t, entries, "nothing half-copied")
+
+	var skipped []string
+	require.NoError(t, c.CopyFromWith(ctx, name, "tree", dst, session.CopyOptions{SkipDeep: true, OnSkipped: func(d string) { skipped = append(skipped, d) }}))
+	assert.NotEmpty(t, skipped)
+	assert.FileExists(t, filepath.Join(dst, "tree", "top.txt"))
+
+	_, err = c.Fork(ctx, name, name+"-f", "")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "deep")
+	_, err = c.Containers().Inspect(ctx, name+"-f")
+	assert.Error(t, err, "the failed fork left no container")
+
+	_, err = c.RemoveExport(ctx, name, true, session.ExportOptions{Dir: t.TempDir(), Keep: []string{"*.txt"}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "nothing was removed")
+	r = run(t, s, "1 + 1")
+	assert.Equal(t, "2", *r.Result, "the session is still there")
+}

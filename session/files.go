@@ -87,6 +87,11 @@ type CopyOptions struct {
 	// value: no bound); a copy past it fails before writing the file that passes it and leaves
 	// nothing behind.
 	MaxSize int64
+	// SkipDeep copies what the engine's archive gives of a tree with folders too deep for it
+	// (see tarsafe.ArchivePathLimit), passing each such folder to OnSkipped; without it such a
+	// copy fails and leaves nothing behind.
+	SkipDeep  bool
+	OnSkipped func(dir string)
 }
 
 // CopyFrom copies the session's file or folder src to the host as dst (docker cp semantics:
@@ -134,7 +139,7 @@ func (c *Client) CopyFromWith(ctx context.Context, name, src, dst string, o Copy
 		return err
 	}
 	defer rc.Close()
-	_, err = tarsafe.ExtractWith(rc, dir, tarsafe.Options{Rename: rename, MaxBytes: o.MaxSize})
+	_, err = tarsafe.ExtractWith(rc, dir, tarsafe.Options{Rename: rename, MaxBytes: o.MaxSize, Base: path.Dir(abs), SkipDeep: o.SkipDeep, OnDeep: o.OnSkipped})
 	if errors.Is(err, tarsafe.ErrTooLarge) {
 		return fmt.Errorf("%w copy of %s: %v", ErrInvalid, src, err)
 	}

@@ -154,16 +154,25 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 		}
 	}
 	// The workspace, less a legacy state folder (a session made before the state volume).
+	var deep []string
 	if err := c.copyBetween(ctx, src, Workspace, dst, Workspace, func(h *tar.Header) *tar.Header {
 		rel, ok := stripWorkspace(h.Name)
-		if clean := strings.TrimSuffix(rel, "/"); !ok || clean == legacyRel || strings.HasPrefix(clean, legacyRel+"/") {
+		clean := strings.TrimSuffix(rel, "/")
+		if !ok || clean == legacyRel || strings.HasPrefix(clean, legacyRel+"/") {
 			return nil
+		}
+		if dir := path.Join(Workspace, clean); h.Typeflag == tar.TypeDir && tarsafe.Deep(dir) {
+			deep = append(deep, dir)
 		}
 		h.Name = rel
 		return h
 	}, nil); err != nil {
 		cleanup()
 		return nil, fmt.Errorf("fork %s into %s: %w", src, dst, err)
+	}
+	if len(deep) > 0 {
+		cleanup()
+		return nil, fmt.Errorf("fork %s into %s: %w: %d folder(s) of the workspace at %d characters or more, below which the engine's archive may have left files out; move them higher up in %s first", src, dst, tarsafe.ErrTooDeep, len(deep), tarsafe.ArchivePathLimit, src)
 	}
 	// The state: the chosen snapshot and the new history.
 	srcState := contract.StateDir
@@ -220,6 +229,11 @@ type ExportOptions struct {
 	Keep    []string // globs matched against the path under /workspace and against the base name
 	History bool     // also history.json and history.ipynb
 	MaxSize int64    // the size budget of the kept files, as CopyOptions.MaxSize
+	// SkipDeep exports what the engine's archive gives of folders too deep for it (see
+	// CopyOptions.SkipDeep), passing each such folder to OnSkipped; without it, such a session
+	// is not exported, and not removed.
+	SkipDeep  bool
+	OnSkipped func(dir string)
 }
 
 // RemoveExport copies the workspace files that match o.Keep (and the history) to o.Dir, then
@@ -250,10 +264,14 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 			return 0, fmt.Errorf("export: %w; nothing was removed", err)
 		}
 		pr, pw := io.Pipe()
+		var deep []string
 		go func() {
 			pw.CloseWithError(rewriteTar(pw, rc, func(h *tar.Header) *tar.Header {
 				rel, ok := stripWorkspace(h.Name)
 				clean := strings.TrimSuffix(rel, "/")
+				if dir := path.Join(Workspace, clean); ok && h.Typeflag == tar.TypeDir && tarsafe.Deep(dir) {
+					deep = append(deep, dir)
+				}
 				if !ok || clean == legacyRel || strings.HasPrefix(clean, legacyRel+"/") || h.Typeflag != tar.TypeReg {
 					return nil
 				}
@@ -269,6 +287,14 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 		rc.Close()
 		if err != nil {
 			return n, fmt.Errorf("export to %s: %w; nothing was removed", o.Dir, err)
+		}
+		if len(deep) > 0 && !o.SkipDeep {
+			return n, fmt.Errorf("export to %s: %w: %d folder(s) of the workspace at %d characters or more (%s), below which the engine's archive may have left files out; nothing was removed: move them higher up, or give --skip-unreadable to export the rest", o.Dir, tarsafe.ErrTooDeep, len(deep), tarsafe.ArchivePathLimit, tarsafe.Shorten(deep[0]))
+		}
+		for _, d := range deep {
+			if o.OnSkipped != nil {
+				o.OnSkipped(d)
+			}
 		}
 	}
 	if o.History {

@@ -29,6 +29,18 @@ const DefaultMaxBytes = 4 << 30
 // ErrTooLarge is an extraction that would write more than its budget.
 var ErrTooLarge = errors.New("larger than the size budget")
 
+// ErrTooDeep is a tree with folders so deep that the engine's archive may have left files out.
+var ErrTooDeep = errors.New("too deep for the engine's archive")
+
+// ArchivePathLimit is the length of a folder's path in a session past which the Docker
+// engine's archive (docker cp, the copy API) may have left out files below it, without a word:
+// it skips every file whose path on the host passes PATH_MAX (4096 bytes), and the host path
+// also holds the volume's own (/var/lib/docker/volumes/NAME/_data) and the file's name.
+const ArchivePathLimit = 3500
+
+// Deep reports whether a folder at the session path dir may have lost files in an archive.
+func Deep(dir string) bool { return len(dir) >= ArchivePathLimit }
+
 // Options tune an extraction.
 type Options struct {
 	// Rename, when not empty, replaces the first path element of every entry (docker cp's
@@ -39,6 +51,13 @@ type Options struct {
 	// MaxBytes bounds the total size of the regular files written (0: DefaultMaxBytes; a
 	// negative value: no bound). Each entry's size is checked before it is written.
 	MaxBytes int64
+	// Base is the session path that the entries' names are relative to (the copied path's
+	// folder). When set, a folder deeper than ArchivePathLimit fails the extraction with
+	// ErrTooDeep (after it, so that the error names them all), unless SkipDeep, which passes
+	// each such folder to OnDeep and keeps what arrived.
+	Base     string
+	SkipDeep bool
+	OnDeep   func(dir string)
 }
 
 // Extract reads tar entries from r and writes them under dst, which must exist (see Options
@@ -70,9 +89,13 @@ func ExtractWith(r io.Reader, dst string, o Options) (n int, err error) {
 	}()
 	tr := tar.NewReader(r)
 	var written int64
+	var deep []string
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
+			if len(deep) > 0 && !o.SkipDeep {
+				return x.files, fmt.Errorf("%w: %d folder(s) at %d characters or more (%s), below which the engine may have left files out; move them higher up in the session, or give --skip-unreadable to copy the rest", ErrTooDeep, len(deep), ArchivePathLimit, Shorten(deep[0]))
+			}
 			return x.files, recheckLinks(root, x.links)
 		}
 		if err != nil {
@@ -87,6 +110,14 @@ func ExtractWith(r io.Reader, dst string, o Options) (n int, err error) {
 				name = o.Rename
 			} else {
 				name = o.Rename + "/" + rest
+			}
+		}
+		if o.Base != "" && h.Typeflag == tar.TypeDir {
+			if dir := path.Join(o.Base, strings.TrimSuffix(h.Name, "/")); Deep(dir) {
+				deep = append(deep, dir)
+				if o.SkipDeep && o.OnDeep != nil {
+					o.OnDeep(dir)
+				}
 			}
 		}
 		if o.Keep != nil && !o.Keep(name, h) {
@@ -140,6 +171,14 @@ func ExtractWith(r io.Reader, dst string, o Options) (n int, err error) {
 			return x.files, fmt.Errorf("%w: %s is a %s, not a file, folder or link", ErrUnsafe, name, typeName(h.Typeflag))
 		}
 	}
+}
+
+// Shorten keeps the start and end of a long path, for a message.
+func Shorten(p string) string {
+	if len(p) <= 120 {
+		return p
+	}
+	return p[:60] + "..." + p[len(p)-50:]
 }
 
 // extraction records what an extraction created, to undo it when it fails.
