@@ -52,7 +52,9 @@ archive (paths of thousands of characters, below which it leaves files out) fail
 				return cl.CopyTo(c.Context(), dstName, srcPath, dstPath)
 			}
 			return cl.CopyFromWith(c.Context(), srcName, srcPath, dstPath, session.CopyOptions{MaxSize: maxSize, SkipDeep: skip,
-				OnSkipped: func(dir string) { fmt.Fprintf(f.IO.Err, "runtimectl: skipped what the engine left out below %s (too deep for its archive)\n", dir) }})
+				OnSkipped: func(dir string) {
+					fmt.Fprintf(f.IO.Err, "runtimectl: skipped what the engine left out below %s (too deep for its archive)\n", dir)
+				}})
 		},
 	}
 	c.Flags().Var(sizeValue{&maxSize}, "max-size", "out of a session: the most the copied files may total (default 4g)")
