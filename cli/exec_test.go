@@ -251,3 +251,42 @@ func TestSIGTERMEndsExec(t *testing.T) {
 	r := rt(t, "", "session", "exec", name, "kept")
 	assert.Equal(t, "5\n", r.stdout, r.stderr)
 }
+
+// The CLI as docker users type it: rm of several names with -f, ls -q and --format, interrupt
+// of a stopped session (left stopped), --json without HTML escapes.
+func TestDockerStyleCLI(t *testing.T) {
+	a, b := startSession(t), startSession(t)
+	r := rt(t, "", "session", "ls", "-q")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, strings.Fields(r.stdout), a)
+	assert.Contains(t, strings.Fields(r.stdout), b)
+	r = rt(t, "", "session", "ls", "--format", "{{.Name}}:{{.State}}")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, strings.Split(r.stdout, "\n"), a+":running")
+	r = rt(t, "", "session", "ls", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var one map[string]any
+	require.NoError(t, json.Unmarshal([]byte(strings.Split(strings.TrimSpace(r.stdout), "\n")[0]), &one))
+	assert.Contains(t, one, "name")
+	r = rt(t, "", "session", "ls", "-q", "--json")
+	assert.Equal(t, 2, r.code, "one output form at a time")
+
+	r = rt(t, "", "session", "exec", a, "'<a&b>'", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `<a&b>`, "no \\u003c escapes")
+
+	r = rt(t, "", "session", "stop", a)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = rt(t, "", "session", "interrupt", a)
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "not running")
+	r = rt(t, "", "session", "ls", "--format", "{{.Name}} {{.State}}")
+	assert.Contains(t, r.stdout, a+" exited", "interrupt left it stopped")
+
+	r = rt(t, "", "session", "rm", "-f", a, b, "no-such-session-x")
+	assert.NotEqual(t, 0, r.code, "one name did not exist")
+	assert.Contains(t, r.stderr, "no-such-session-x")
+	r = rt(t, "", "session", "ls", "-q")
+	assert.NotContains(t, strings.Fields(r.stdout), a)
+	assert.NotContains(t, strings.Fields(r.stdout), b, "the others were removed")
+}

@@ -169,6 +169,7 @@ func execRun(ctx context.Context, o *ExecOptions) error {
 	if o.JSON {
 		enc := json.NewEncoder(o.F.IO.Out)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
 		if err := enc.Encode(res); err != nil {
 			return err
 		}
