@@ -15,6 +15,10 @@ import (
 // have died); the agent records it in the history either way.
 var ErrClosed = errors.New("connection to the session's agent closed")
 
+// ErrBusy is a request the agent refused because its queue is full; errors.Is finds it in a
+// RemoteError with code "busy".
+var ErrBusy = errors.New("the session is busy")
+
 // RemoteError is a request that the agent refused or failed as a whole.
 type RemoteError struct {
 	Op string
@@ -22,6 +26,9 @@ type RemoteError struct {
 }
 
 func (e *RemoteError) Error() string { return e.Op + ": " + e.Message }
+
+// Is makes errors.Is(err, ErrBusy) true for a refusal of a full queue.
+func (e *RemoteError) Is(target error) bool { return target == ErrBusy && e.Code == "busy" }
 
 // Handlers receive an execution's events while it runs. Each may be nil. They are called from
 // the goroutine that called Exec, one at a time and in order; a slow handler slows the stream.

@@ -238,6 +238,8 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, containers.ErrUnreachable):
 		return http.StatusServiceUnavailable, "unavailable"
+	case errors.Is(err, session.ErrNoImage):
+		return http.StatusServiceUnavailable, "no_image"
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout, "timeout"
 	}

@@ -299,11 +299,11 @@ func (c *Client) checkImage(ctx context.Context, st Settings) error {
 		return nil
 	case errors.Is(err, images.ErrNotFound):
 		if l, lerr := lang.Get(st.Lang); lerr == nil && st.Image == images.Ref(l) {
-			return fmt.Errorf("%w: no image %s; build it with `runtimectl image build %s`", ErrInvalid, st.Image, st.Lang)
+			return fmt.Errorf("%w: no image %s; build it with `runtimectl image build %s`", ErrNoImage, st.Image, st.Lang)
 		}
-		return fmt.Errorf("%w: no image %s; build it first (see `runtimectl image build --help`)", ErrInvalid, st.Image)
+		return fmt.Errorf("%w: no image %s; build it first (see `runtimectl image build --help`)", ErrNoImage, st.Image)
 	case errors.Is(err, images.ErrNoAgent):
-		return fmt.Errorf("%w: image %s does not carry the runtimectl agent; use `runtimectl image build` (or a Dockerfile FROM runtimectl/%s)", ErrInvalid, st.Image, st.Lang)
+		return fmt.Errorf("%w: image %s does not carry the runtimectl agent; use `runtimectl image build` (or a Dockerfile FROM runtimectl/%s)", ErrNoImage, st.Image, st.Lang)
 	}
 	return err
 }

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+
+	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/execproto"
 )
 
 // Errors that callers (and the CLI's exit codes) tell apart.
@@ -18,6 +21,13 @@ var (
 	// and ExecOptions.AnswerGrace: the container may be paused or its engine stuck. The code
 	// may still be running; the CLI exits 124.
 	ErrNoAnswer = errors.New("the session did not answer")
+	// ErrNoImage is a session whose image is missing or does not carry the agent: build it
+	// (`runtimectl image build`); the CLI exits 125.
+	ErrNoImage = errors.New("no usable image")
+	// ErrUnreachable is an engine that cannot be reached.
+	ErrUnreachable = containers.ErrUnreachable
+	// ErrBusy is an execution refused because the session's queue is full: try again.
+	ErrBusy = execproto.ErrBusy
 )
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)

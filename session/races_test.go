@@ -216,3 +216,34 @@ func TestGCOrphansKeepsASessionWithAnUnlabelledVolume(t *testing.T) {
 	_, err = c.Containers().Inspect(ctx, name)
 	assert.NoError(t, err, "the container is still there")
 }
+
+// The handle ends what it began: Stop keeps the state for the next Exec, Remove takes the
+// session and both volumes, Terminate does not mind a session already gone. Callers can tell
+// errors apart: a missing image is ErrNoImage (the CLI's 125), not bad input.
+func TestHandleStopRemoveTerminateAndTypedErrors(t *testing.T) {
+	c := testenv.Client(t)
+	name := testenv.Name(t)
+	cleanupSession(t, c, name)
+	ctx := testenv.Ctx(t, 3*time.Minute)
+	s, _, err := c.Start(ctx, session.Spec{Name: name})
+	require.NoError(t, err)
+	r := execWith(t, s, "x = 41", session.ExecOptions{})
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
+	require.NoError(t, s.Stop(ctx))
+	ci, err := c.Containers().Inspect(ctx, name)
+	require.NoError(t, err)
+	assert.False(t, ci.Running, "stopped")
+	r = execWith(t, s, "x + 1", session.ExecOptions{})
+	assert.Equal(t, "42", *r.Result, "the next Exec brought it back with its state")
+	require.NoError(t, s.Remove(ctx))
+	_, err = c.Containers().Inspect(ctx, name)
+	assert.ErrorIs(t, err, containers.ErrNotFound)
+	out, err := exec.Command("docker", "volume", "inspect", volumes.StateName(name)).CombinedOutput()
+	assert.Error(t, err, "the state volume went with it: %s", out)
+	assert.NoError(t, s.Terminate(ctx), "gone already is fine")
+
+	_, _, err = c.Start(ctx, session.Spec{Name: testenv.Name(t), Image: "runtimectl/python:no-such-tag"})
+	assert.ErrorIs(t, err, session.ErrNoImage)
+	assert.NotErrorIs(t, err, session.ErrInvalid)
+	assert.Contains(t, err.Error(), "image build")
+}

@@ -177,7 +177,32 @@ func (s *Session) live() *execproto.Client {
 	}
 }
 
-// Close closes the stream; the session goes on running.
+// Stop closes this handle's stream, then snapshots the session and stops its container, as
+// Client.Stop does; the volumes and the state stay, and the next Exec on the handle (or a
+// Start) brings the session back.
+func (s *Session) Stop(ctx context.Context) error {
+	s.Close()
+	return s.c.Stop(ctx, s.name)
+}
+
+// Remove closes this handle's stream and removes the session, running or not: its container
+// and both volumes, with its state and history.
+func (s *Session) Remove(ctx context.Context) error {
+	s.Close()
+	return s.c.Remove(ctx, s.name, true)
+}
+
+// Terminate is what a test's defer wants: Remove, and a session that is gone already is no
+// error.
+func (s *Session) Terminate(ctx context.Context) error {
+	if err := s.Remove(ctx); err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// Close closes this handle's stream and nothing else: the session goes on running (Stop and
+// Remove end it).
 func (s *Session) Close() error {
 	s.mu.Lock()
 	conn := s.conn
