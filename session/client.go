@@ -303,7 +303,8 @@ func (c *Client) checkImage(ctx context.Context, st Settings) error {
 		}
 		return fmt.Errorf("%w: no image %s; build it first (see `runtimectl image build --help`)", ErrNoImage, st.Image)
 	case errors.Is(err, images.ErrNoAgent):
-		return fmt.Errorf("%w: image %s does not carry the runtimectl agent; use `runtimectl image build` (or a Dockerfile FROM runtimectl/%s)", ErrNoImage, st.Image, st.Lang)
+		// A wrong --image is bad input (the CLI's exit 2) as well as no usable image.
+		return fmt.Errorf("%w: %w: image %s does not carry the runtimectl agent; use `runtimectl image build` (or a Dockerfile FROM runtimectl/%s)", ErrInvalid, ErrNoImage, st.Image, st.Lang)
 	}
 	return err
 }

@@ -21,8 +21,8 @@ var (
 	// and ExecOptions.AnswerGrace: the container may be paused or its engine stuck. The code
 	// may still be running; the CLI exits 124.
 	ErrNoAnswer = errors.New("the session did not answer")
-	// ErrNoImage is a session whose image is missing or does not carry the agent: build it
-	// (`runtimectl image build`); the CLI exits 125.
+	// ErrNoImage is a session whose image is missing (build it: `runtimectl image build`; the
+	// CLI exits 125) or does not carry the agent (also ErrInvalid: a wrong image given).
 	ErrNoImage = errors.New("no usable image")
 	// ErrUnreachable is an engine that cannot be reached.
 	ErrUnreachable = containers.ErrUnreachable
