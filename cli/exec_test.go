@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -153,7 +154,7 @@ func TestCtrlCInterruptsTheCode(t *testing.T) {
 	name := startSession(t)
 	rt(t, "", "session", "exec", name, "kept = 5")
 	cmd := exec.Command(binary, "session", "exec", name, "import time\nprint('started', flush=True)\ntime.sleep(60)")
-	var out, errb bytes.Buffer
+	var out, errb lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	require.NoError(t, cmd.Start())
 	deadline := time.Now().Add(time.Minute)
@@ -234,7 +235,7 @@ func TestSIGTERMEndsExec(t *testing.T) {
 	name := startSession(t)
 	rt(t, "", "session", "exec", name, "kept = 5")
 	cmd := exec.Command(binary, "session", "exec", name, "import ctypes, signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])\nprint('started', flush=True)\nctypes.CDLL(None).sleep(60)")
-	var out, errb bytes.Buffer
+	var out, errb lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	require.NoError(t, cmd.Start())
 	deadline := time.Now().Add(time.Minute)
@@ -289,4 +290,22 @@ func TestDockerStyleCLI(t *testing.T) {
 	r = rt(t, "", "session", "ls", "-q")
 	assert.NotContains(t, strings.Fields(r.stdout), a)
 	assert.NotContains(t, strings.Fields(r.stdout), b, "the others were removed")
+}
+
+// lockedBuffer is a bytes.Buffer that a running command writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

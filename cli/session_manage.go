@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/session"
 )
 
@@ -239,9 +240,13 @@ func newCmdInterrupt(f *Factory) *cobra.Command {
 				return err
 			}
 			// A stopped session is left stopped: nothing runs in it.
-			if ci, err := cl.Containers().Inspect(c.Context(), a[0]); err != nil || !ci.Running {
-				if _, _, lerr := cl.History(c.Context(), a[0]); lerr != nil && errors.Is(lerr, session.ErrNotFound) {
-					return lerr
+			ci, err := cl.Containers().Inspect(c.Context(), a[0])
+			if err != nil && !errors.Is(err, containers.ErrNotFound) {
+				return err
+			}
+			if err != nil || !ci.Running {
+				if _, verr := cl.Volumes().Inspect(c.Context(), a[0]); err != nil && verr != nil {
+					return fmt.Errorf("%w %q: start it with `runtimectl session start %s`", session.ErrNotFound, a[0], a[0])
 				}
 				fmt.Fprintf(f.IO.Err, "runtimectl: session %s is not running: nothing was running\n", a[0])
 				return nil

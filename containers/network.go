@@ -3,6 +3,7 @@ package containers
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/network"
@@ -13,6 +14,12 @@ import (
 // that sessions reach the outside but not one another. What still reaches the host: its
 // services listening on the bridge's gateway address or on all addresses.
 const BridgeNetwork = "runtimectl-bridge"
+
+// IsNetworkGone reports an error of a container's start whose network no longer exists.
+func IsNetworkGone(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "network") && strings.Contains(msg, "not found")
+}
 
 // networkMode is the container's network mode for a session's network setting.
 func networkMode(setting string) string {
@@ -31,8 +38,11 @@ func (m *Manager) EnsureNetwork(ctx context.Context, setting string) error {
 	if networkMode(setting) != BridgeNetwork {
 		return nil
 	}
-	_, err := m.api.NetworkInspect(ctx, BridgeNetwork, network.InspectOptions{})
+	n, err := m.api.NetworkInspect(ctx, BridgeNetwork, network.InspectOptions{})
 	if err == nil {
+		if n.Options["com.docker.network.bridge.enable_icc"] != "false" {
+			return fmt.Errorf("network %s exists but lets its containers reach one another (com.docker.network.bridge.enable_icc is not false): it was not made by runtimectl; remove it (`docker network rm %s`) and runtimectl makes its own", BridgeNetwork, BridgeNetwork)
+		}
 		return nil
 	}
 	if !errdefs.IsNotFound(err) {

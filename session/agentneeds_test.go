@@ -319,3 +319,40 @@ open("tree/top.txt", "w").write("top")`)
 	r = run(t, s, "1 + 1")
 	assert.Equal(t, "2", *r.Result, "the session is still there")
 }
+
+// Hard-linked files in the workspace (conda, cp -l and DVC make them): the archive carries
+// one of the names as a file and the other as a link to it. rm --export keeps both when both
+// are kept, and never exports a kept name short: when its data is under a name no --keep
+// matches, it refuses and removes nothing.
+func TestRemoveExportKeepsHardLinkedFiles(t *testing.T) {
+	c := testenv.Client(t)
+	ctx := testenv.Ctx(t, 2*time.Minute)
+	mk := func() *session.Session {
+		s := testenv.Start(t, c, session.Spec{})
+		r := run(t, s, "import os\nopen('raw.csv', 'w').write('a,b\\n1,2\\n')\nos.link('raw.csv', 'final_x.csv')")
+		require.Equal(t, "ok", string(r.Status), r.Stderr)
+		return s
+	}
+	s := mk()
+	dir := t.TempDir()
+	_, err := c.RemoveExport(ctx, s.Name(), true, session.ExportOptions{Dir: dir, Keep: []string{"*.csv"}})
+	require.NoError(t, err)
+	for _, f := range []string{"raw.csv", "final_x.csv"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		require.NoError(t, err, f)
+		assert.Equal(t, "a,b\n1,2\n", string(b))
+	}
+
+	s = mk()
+	dir = t.TempDir()
+	_, err = c.RemoveExport(ctx, s.Name(), true, session.ExportOptions{Dir: dir, Keep: []string{"final_*"}})
+	if err != nil {
+		assert.Contains(t, err.Error(), "nothing was removed")
+		r := run(t, s, "1 + 1")
+		assert.Equal(t, "2", *r.Result, "the session is still there")
+	} else {
+		b, err := os.ReadFile(filepath.Join(dir, "final_x.csv"))
+		require.NoError(t, err, "exported, whole")
+		assert.Equal(t, "a,b\n1,2\n", string(b))
+	}
+}

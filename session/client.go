@@ -258,7 +258,17 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 		return nil, info, err
 	}
 	if !ci.Running {
-		if err := c.ctr.Start(ctx, spec.Name); err != nil {
+		err := c.ctr.Start(ctx, spec.Name)
+		if err != nil && !info.Created && containers.IsNetworkGone(err) {
+			// Its network was removed while it was stopped (`docker network prune` takes
+			// runtimectl-bridge when no container runs on it): made again, on a new one.
+			if err = c.ctr.Remove(ctx, spec.Name, true); err == nil {
+				if ci, err = c.ensureContainer(ctx, spec.Name); err == nil {
+					err = c.ctr.Start(ctx, spec.Name)
+				}
+			}
+		}
+		if err != nil {
 			c.undoCreate(ctx, info, spec.Name, true)
 			return nil, info, err
 		}

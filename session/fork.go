@@ -264,7 +264,8 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 			return 0, fmt.Errorf("export: %w; nothing was removed", err)
 		}
 		pr, pw := io.Pipe()
-		var deep []string
+		var deep, unkept []string
+		kept := map[string]bool{}
 		go func() {
 			pw.CloseWithError(rewriteTar(pw, rc, func(h *tar.Header) *tar.Header {
 				rel, ok := stripWorkspace(h.Name)
@@ -272,12 +273,22 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 				if dir := path.Join(Workspace, clean); ok && h.Typeflag == tar.TypeDir && tarsafe.Deep(dir) {
 					deep = append(deep, dir)
 				}
-				if !ok || clean == legacyRel || strings.HasPrefix(clean, legacyRel+"/") || h.Typeflag != tar.TypeReg {
+				if !ok || clean == legacyRel || strings.HasPrefix(clean, legacyRel+"/") || (h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeLink) {
 					return nil
 				}
 				if !matchAny(o.Keep, clean) {
 					return nil
 				}
+				if h.Typeflag == tar.TypeLink {
+					// A hard link's data is its target's: kept when the target was.
+					target, _ := stripWorkspace(h.Linkname)
+					if !kept[target] {
+						unkept = append(unkept, clean+" (a hard link to "+target+")")
+						return nil
+					}
+					h.Linkname = target
+				}
+				kept[clean] = true
 				h.Name = clean
 				return h
 			}, nil))
@@ -287,6 +298,9 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 		rc.Close()
 		if err != nil {
 			return n, fmt.Errorf("export to %s: %w; nothing was removed", o.Dir, err)
+		}
+		if len(unkept) > 0 {
+			return n, fmt.Errorf("export to %s: %s matches --keep but its data is another file's, which no --keep matches; nothing was removed: add a --keep for it", o.Dir, unkept[0])
 		}
 		if len(deep) > 0 && !o.SkipDeep {
 			return n, fmt.Errorf("export to %s: %w: %d folder(s) of the workspace at %d characters or more (%s), below which the engine's archive may have left files out; nothing was removed: move them higher up, or give --skip-unreadable to export the rest", o.Dir, tarsafe.ErrTooDeep, len(deep), tarsafe.ArchivePathLimit, tarsafe.Shorten(deep[0]))

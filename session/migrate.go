@@ -18,7 +18,9 @@ import (
 // createContainer creates the session's container from its settings (not starting it), or
 // finds the one another process made at the same moment (created says which). A session made
 // before sessions had a state volume gets one here, with the state its agent kept in the
-// workspace moved in (migrateState); when that fails, the new container and state volume are
+// workspace moved in (migrateState) by the process that made the container, whenever its state
+// volume holds neither a history nor the mark of an earlier move (so that a move cut short is
+// made again); when the move fails, the new container (and a state volume made for it) are
 // removed again, so that the next start tries afresh.
 func (c *Client) createContainer(ctx context.Context, st Settings) (ci containers.Info, created bool, err error) {
 	fresh, err := c.vol.EnsureState(ctx, st.Session)
@@ -26,17 +28,30 @@ func (c *Client) createContainer(ctx context.Context, st Settings) (ci container
 		return containers.Info{}, false, err
 	}
 	ci, created, err = c.ctr.CreateIfAbsent(ctx, containerSpec(st))
-	if err != nil || !fresh || !created {
+	if err != nil || !created || !c.stateIsEmpty(ctx, st.Session) {
 		return ci, created, err
 	}
 	if err := c.migrateState(ctx, st.Session); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.callTimeout)
 		defer cancel()
 		_ = c.ctr.Remove(cctx, st.Session, true)
-		_ = c.vol.RemoveState(cctx, st.Session)
+		if fresh {
+			_ = c.vol.RemoveState(cctx, st.Session)
+		}
 		return containers.Info{}, false, err
 	}
 	return ci, true, nil
+}
+
+// stateIsEmpty says whether the session's state volume, seen through its container, holds
+// neither a history nor the mark of a move (false when it cannot tell).
+func (c *Client) stateIsEmpty(ctx context.Context, name string) bool {
+	for _, f := range []string{contract.HistoryFile, contract.MigratedFile} {
+		if info, err := c.ctr.Stat(ctx, name, contract.StatePath(f)); err != nil || info.Exists {
+			return false
+		}
+	}
+	return true
 }
 
 // legacyRel is the legacy state folder relative to the workspace, as tar streams of the

@@ -53,3 +53,25 @@ reached`, ip), session.ExecOptions{Timeout: time.Minute})
 	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "False", *r.Result, "another session cannot reach it")
 }
+
+// `docker network prune` removes runtimectl-bridge while no container runs on it: a stopped
+// bridge session still starts, its container made again on a new network, its state kept.
+func TestBridgeSessionStartsAfterItsNetworkWasPruned(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{Network: "bridge"})
+	name := s.Name()
+	cleanupSession(t, c, name) // its container is made again, not by testcontainers
+	r := execWith(t, s, "x = 41", session.ExecOptions{})
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
+	ctx := testenv.Ctx(t, 3*time.Minute)
+	s.Close()
+	require.NoError(t, c.Stop(ctx, name))
+	out, err := exec.Command("docker", "network", "rm", containers.BridgeNetwork).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	s, _, err = c.Start(ctx, session.Spec{Name: name})
+	require.NoError(t, err)
+	defer s.Close()
+	r = execWith(t, s, "x + 1", session.ExecOptions{})
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
+	assert.Equal(t, "42", *r.Result)
+}

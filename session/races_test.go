@@ -247,3 +247,26 @@ func TestHandleStopRemoveTerminateAndTypedErrors(t *testing.T) {
 	assert.NotErrorIs(t, err, session.ErrInvalid)
 	assert.Contains(t, err.Error(), "image build")
 }
+
+// An execution with a timeout that waits in the queue behind a long one is not given up on:
+// at the client's deadline the agent still answers, so the wait goes on and the result comes.
+func TestExecWithATimeoutWaitsWhileQueued(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{})
+	other, _, err := c.Open(testenv.Ctx(t, time.Minute), s.Name())
+	require.NoError(t, err)
+	defer other.Close()
+	long := make(chan error, 1)
+	go func() {
+		_, err := other.Exec(context.Background(), "import time\ntime.sleep(6)", session.ExecOptions{})
+		long <- err
+	}()
+	require.Eventually(t, func() bool {
+		st, err := s.Status(testenv.Ctx(t, time.Minute))
+		return err == nil && st.Running != 0
+	}, time.Minute, 20*time.Millisecond)
+	r, err := s.Exec(testenv.Ctx(t, 2*time.Minute), "1 + 1", session.ExecOptions{Timeout: time.Second, AnswerGrace: time.Second})
+	require.NoError(t, err, "queued, not lost")
+	assert.Equal(t, "2", *r.Result)
+	require.NoError(t, <-long)
+}

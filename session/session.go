@@ -261,7 +261,10 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 	if err != nil {
 		return nil, err
 	}
-	detach, noAnswer, stopDeadline := answerDeadline(o)
+	detach, noAnswer, stopDeadline := answerDeadline(o, func(ctx context.Context) error {
+		var st execproto.Status
+		return conn.Call(ctx, execproto.Request{Op: execproto.OpStatus}, &st)
+	})
 	defer stopDeadline()
 	restored := s.takeUnreported()
 	if restored != nil && o.OnNotice != nil {
@@ -294,7 +297,7 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 	wire, err := conn.Exec(ctx, req, h, detach)
 	if err != nil {
 		if noAnswer.Load() {
-			return nil, fmt.Errorf("%w within %s of the execution's timeout of %s (is its container paused, or the engine stuck?); the code may still be running there: see `runtimectl session history %s`", ErrNoAnswer, time.Since(start).Round(time.Second)-o.Timeout, o.Timeout, s.name)
+			return nil, fmt.Errorf("%w within %s of the execution's timeout of %s, nor to a status request (is its container paused, or the engine stuck?); the code may still be running there: see `runtimectl session history %s`", ErrNoAnswer, time.Since(start).Round(time.Second)-o.Timeout, o.Timeout, s.name)
 		}
 		if !errors.Is(err, execproto.ErrClosed) {
 			return nil, err
@@ -318,8 +321,11 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 }
 
 // answerDeadline returns the channel that ends Exec's wait: o.Detach, and with a timeout also
-// the client's own deadline (timeout plus AnswerGrace), which sets noAnswer. stop releases it.
-func answerDeadline(o ExecOptions) (detach <-chan struct{}, noAnswer *atomic.Bool, stop func()) {
+// the client's own deadline (timeout plus AnswerGrace), which sets noAnswer. At the deadline
+// the agent is asked for its status first (probe): one that answers is alive, and the
+// execution may only be queued behind another or bringing a large state back, so the wait goes
+// on for another timeout and grace. stop releases it.
+func answerDeadline(o ExecOptions, probe func(context.Context) error) (detach <-chan struct{}, noAnswer *atomic.Bool, stop func()) {
 	noAnswer = new(atomic.Bool)
 	if o.Timeout <= 0 {
 		return o.Detach, noAnswer, func() {}
@@ -332,13 +338,23 @@ func answerDeadline(o ExecOptions) (detach <-chan struct{}, noAnswer *atomic.Boo
 	go func() {
 		t := time.NewTimer(o.Timeout + grace)
 		defer t.Stop()
-		select {
-		case <-t.C:
-			noAnswer.Store(true)
-			close(d)
-		case <-o.Detach:
-			close(d)
-		case <-done:
+		for {
+			select {
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), min(grace, 10*time.Second))
+				err := probe(ctx)
+				cancel()
+				if err == nil {
+					t.Reset(o.Timeout + grace)
+					continue
+				}
+				noAnswer.Store(true)
+				close(d)
+			case <-o.Detach:
+				close(d)
+			case <-done:
+			}
+			return
 		}
 	}()
 	return d, noAnswer, func() { close(done) }

@@ -167,6 +167,18 @@ func ExtractWith(r io.Reader, dst string, o Options) (n int, err error) {
 				return x.files, fmt.Errorf("link %s: %w", name, err)
 			}
 			x.created = append(x.created, name)
+			// A hard link to a symlink is another symlink (linkat does not follow it), in
+			// another folder: it is checked from where it is.
+			if fi, err := root.Lstat(filepath.FromSlash(name)); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+				t, err := root.Readlink(filepath.FromSlash(name))
+				if err != nil {
+					return x.files, fmt.Errorf("link %s: %w", name, err)
+				}
+				if err := checkLink(root, name, t); err != nil {
+					return x.files, err
+				}
+				x.links = append(x.links, name)
+			}
 		default:
 			return x.files, fmt.Errorf("%w: %s is a %s, not a file, folder or link", ErrUnsafe, name, typeName(h.Typeflag))
 		}
@@ -208,12 +220,17 @@ func (x *extraction) mkdirAll(name string) error {
 	return nil
 }
 
-// writeFile writes size bytes of r as the file name, seeking over runs of zeros (holes).
+// writeFile writes size bytes of r as the file name, seeking over runs of zeros (holes). A
+// file that is there already is replaced only once the new one is whole (written beside it,
+// then renamed over it).
 func (x *extraction) writeFile(name string, mode os.FileMode, r io.Reader, size int64) error {
-	if _, err := x.root.Lstat(filepath.FromSlash(name)); err != nil {
-		x.created = append(x.created, name)
+	target := filepath.FromSlash(name)
+	dest := target
+	_, lerr := x.root.Lstat(target)
+	if lerr == nil {
+		dest = filepath.Join(filepath.Dir(target), fmt.Sprintf(".%s.runtimectl-%d", filepath.Base(target), os.Getpid()))
 	}
-	f, err := x.root.OpenFile(filepath.FromSlash(name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	f, err := x.root.OpenFile(dest, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
@@ -221,8 +238,20 @@ func (x *extraction) writeFile(name string, mode os.FileMode, r io.Reader, size 
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil && dest != target {
+		err = x.root.Rename(dest, target)
+	}
 	if err != nil {
+		if dest != target {
+			_ = x.root.Remove(dest)
+		}
+		if lerr != nil {
+			_ = x.root.Remove(target)
+		}
 		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if lerr != nil {
+		x.created = append(x.created, name)
 	}
 	x.files++
 	return nil

@@ -269,3 +269,36 @@ func TestExtractRefusesPastTheBudgetAndLeavesNothing(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnsafe)
 	assert.NoDirExists(t, filepath.Join(dst, "out"))
 }
+
+// A hard link to a symlink is a symlink in another folder (linkat does not follow it): it is
+// checked from where it lands.
+func TestExtractRefusesAHardLinkToASymlinkThatLeaves(t *testing.T) {
+	dst, _ := setup(t)
+	_, err := Extract(mkTar(t,
+		entry{name: "t/a/b", typ: tar.TypeDir},
+		entry{name: "t/a/b/l", link: "../..", typ: tar.TypeSymlink},
+		entry{name: "t/l2", link: "t/a/b/l", typ: tar.TypeLink},
+	), dst, "", nil)
+	require.ErrorIs(t, err, ErrUnsafe)
+	_, err = os.Lstat(filepath.Join(dst, "t", "l2"))
+	assert.True(t, os.IsNotExist(err), "the link is not left behind")
+}
+
+// A copy that fails part way through a file leaves the file that was there as it was.
+func TestExtractReplacesAFileOnlyWhenTheNewOneIsWhole(t *testing.T) {
+	dst, _ := setup(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dst, "data.csv"), []byte("old"), 0o644))
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "data.csv", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 20}))
+	_, err := tw.Write(make([]byte, 1000))
+	require.NoError(t, err)
+	cut := buf.Bytes()[:buf.Len()] // the stream ends inside the file
+	_, err = ExtractWith(bytes.NewReader(cut), dst, Options{})
+	require.Error(t, err)
+	b, err := os.ReadFile(filepath.Join(dst, "data.csv"))
+	require.NoError(t, err)
+	assert.Equal(t, "old", string(b))
+	entries, _ := os.ReadDir(dst)
+	assert.Len(t, entries, 1, "no temporary file left")
+}
