@@ -153,19 +153,8 @@ func TestCLIBashScenario(t *testing.T) {
 func TestCtrlCInterruptsTheCode(t *testing.T) {
 	name := startSession(t)
 	rt(t, "", "session", "exec", name, "kept = 5")
-	cmd := exec.Command(binary, "session", "exec", name, "import time\nprint('started', flush=True)\ntime.sleep(60)")
-	var out, errb lockedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	require.NoError(t, cmd.Start())
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(out.String(), "started") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	err := cmd.Wait()
-	ee, ok := err.(*exec.ExitError)
-	require.True(t, ok, "exit status: %v, stderr %s", err, errb.String())
-	assert.Equal(t, 130, ee.ExitCode(), errb.String())
+	code, stderr := signalWhenStarted(t, syscall.SIGINT, "session", "exec", name, "import time\nprint('started', flush=True)\ntime.sleep(60)")
+	assert.Equal(t, 130, code, stderr)
 	r := rt(t, "", "session", "exec", name, "kept")
 	assert.Equal(t, "5\n", r.stdout)
 }
@@ -234,20 +223,9 @@ func TestBadArgumentsAreUsageErrors(t *testing.T) {
 func TestSIGTERMEndsExec(t *testing.T) {
 	name := startSession(t)
 	rt(t, "", "session", "exec", name, "kept = 5")
-	cmd := exec.Command(binary, "session", "exec", name, "import ctypes, signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])\nprint('started', flush=True)\nctypes.CDLL(None).sleep(60)")
-	var out, errb lockedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	require.NoError(t, cmd.Start())
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(out.String(), "started") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	err := cmd.Wait()
-	ee, ok := err.(*exec.ExitError)
-	require.True(t, ok, "exit status: %v, stderr %s", err, errb.String())
-	assert.Equal(t, 143, ee.ExitCode(), errb.String())
-	assert.Contains(t, errb.String(), "asked to stop")
+	code, stderr := signalWhenStarted(t, syscall.SIGTERM, "session", "exec", name, "import ctypes, signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])\nprint('started', flush=True)\nctypes.CDLL(None).sleep(60)")
+	assert.Equal(t, 143, code, stderr)
+	assert.Contains(t, stderr, "asked to stop")
 	// The agent ends the code that ignored the interrupt; the session answers with its state.
 	r := rt(t, "", "session", "exec", name, "kept")
 	assert.Equal(t, "5\n", r.stdout, r.stderr)
@@ -290,6 +268,25 @@ func TestDockerStyleCLI(t *testing.T) {
 	r = rt(t, "", "session", "ls", "-q")
 	assert.NotContains(t, strings.Fields(r.stdout), a)
 	assert.NotContains(t, strings.Fields(r.stdout), b, "the others were removed")
+}
+
+// signalWhenStarted runs runtimectl with args, sends it sig once its output says "started",
+// and returns its exit code and stderr.
+func signalWhenStarted(t *testing.T, sig syscall.Signal, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	var out, errb lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Start())
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(out.String(), "started") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(sig))
+	err := cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	require.True(t, ok, "exit status: %v, stderr %s", err, errb.String())
+	return ee.ExitCode(), errb.String()
 }
 
 // lockedBuffer is a bytes.Buffer that a running command writes while the test reads it.
