@@ -108,15 +108,23 @@ func (p *serveProc) wait(t *testing.T, d time.Duration) error {
 	return nil
 }
 
-// openStream starts a streamed execution and returns a reader past its first line.
+// openStream starts a streamed execution and returns a reader past the events that carry
+// "started" (the output may come in several chunks).
 func openStream(t *testing.T, a api, name, code string) (*http.Response, *bufio.Reader) {
 	t.Helper()
 	resp := a.req("POST", "/v1/sessions/"+name+"/exec", map[string]any{"code": code}, map[string]string{"Accept": server.NDJSON})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	br := bufio.NewReader(resp.Body)
-	line, err := br.ReadString('\n')
-	require.NoError(t, err)
-	require.Contains(t, line, "started")
+	var stdout string
+	for !strings.Contains(stdout, "started") {
+		line, err := br.ReadString('\n')
+		require.NoError(t, err, "the stream ended before 'started': %q", stdout)
+		var ev struct{ Event, Data string }
+		require.NoError(t, json.Unmarshal([]byte(line), &ev), line)
+		if ev.Event == "stdout" {
+			stdout += ev.Data
+		}
+	}
 	return resp, br
 }
 
