@@ -172,7 +172,7 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 	}
 	if len(deep) > 0 {
 		cleanup()
-		return nil, fmt.Errorf("fork %s into %s: %w: %d folder(s) of the workspace at %d characters or more, below which the engine's archive may have left files out; move them higher up in %s first", src, dst, tarsafe.ErrTooDeep, len(deep), tarsafe.ArchivePathLimit, src)
+		return nil, fmt.Errorf("fork %s into %s: %w; move them higher up in %s first", src, dst, tarsafe.TooDeep(deep), src)
 	}
 	// The state: the chosen snapshot and the new history.
 	srcState := contract.StateDir
@@ -303,7 +303,7 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 			return n, fmt.Errorf("export to %s: %s matches --keep but its data is another file's, which no --keep matches; nothing was removed: add a --keep for it", o.Dir, unkept[0])
 		}
 		if len(deep) > 0 && !o.SkipDeep {
-			return n, fmt.Errorf("export to %s: %w: %d folder(s) of the workspace at %d characters or more (%s), below which the engine's archive may have left files out; nothing was removed: move them higher up, or give --skip-unreadable to export the rest", o.Dir, tarsafe.ErrTooDeep, len(deep), tarsafe.ArchivePathLimit, tarsafe.Shorten(deep[0]))
+			return n, fmt.Errorf("export to %s: %w; nothing was removed: move them higher up, or give --skip-unreadable to export the rest", o.Dir, tarsafe.TooDeep(deep))
 		}
 		for _, d := range deep {
 			if o.OnSkipped != nil {

@@ -41,6 +41,12 @@ const ArchivePathLimit = 3500
 // Deep reports whether a folder at the session path dir may have lost files in an archive.
 func Deep(dir string) bool { return len(dir) >= ArchivePathLimit }
 
+// TooDeep is the ErrTooDeep of the folders deep (not empty) that Deep found; callers add what
+// to do.
+func TooDeep(deep []string) error {
+	return fmt.Errorf("%w: %d folder(s) at %d characters or more (%s), below which the engine may have left files out", ErrTooDeep, len(deep), ArchivePathLimit, shorten(deep[0]))
+}
+
 // Options tune an extraction.
 type Options struct {
 	// Rename, when not empty, replaces the first path element of every entry (docker cp's
@@ -94,7 +100,7 @@ func ExtractWith(r io.Reader, dst string, o Options) (n int, err error) {
 		h, err := tr.Next()
 		if err == io.EOF {
 			if len(deep) > 0 && !o.SkipDeep {
-				return x.files, fmt.Errorf("%w: %d folder(s) at %d characters or more (%s), below which the engine may have left files out; move them higher up in the session, or give --skip-unreadable to copy the rest", ErrTooDeep, len(deep), ArchivePathLimit, Shorten(deep[0]))
+				return x.files, fmt.Errorf("%w; move them higher up in the session, or give --skip-unreadable to copy the rest", TooDeep(deep))
 			}
 			return x.files, recheckLinks(root, x.links)
 		}
@@ -185,8 +191,8 @@ func ExtractWith(r io.Reader, dst string, o Options) (n int, err error) {
 	}
 }
 
-// Shorten keeps the start and end of a long path, for a message.
-func Shorten(p string) string {
+// shorten keeps the start and end of a long path, for a message.
+func shorten(p string) string {
 	if len(p) <= 120 {
 		return p
 	}
