@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -29,7 +28,7 @@ type Agent struct {
 	jobs   chan *job
 	queued chan struct{} // one token per job waiting, to bound the queue
 
-	// Owned by the run goroutine.
+	// Owned by the run loop (loop.go).
 	k        *kernel
 	expect   chan snapExpect
 	snapDone chan snapResult
@@ -39,6 +38,13 @@ type Agent struct {
 	syncReq  chan struct{} // a pending fsync of the history, for the syncer
 	// loadFailures counts, per snapshot, the kernels that failed to start from it.
 	loadFailures map[string]int
+	cur          *job       // the request being served, nil between requests
+	exe          *execution // cur, when it is an execution
+	listing      *listing   // cur, when it is a variables listing
+	recovering   bool       // a dead or broken kernel is being replaced (recoverKernel)
+	stopping     bool       // the agent's context ended
+	closing      bool       // the last snapshot was asked for
+	over         bool       // Run returns
 
 	mu       sync.Mutex // guards the fields below, read by connections
 	restore  execproto.RestoreInfo
@@ -157,6 +163,12 @@ func joinMessages(m []string) string {
 	return strings.Join(m, "; ")
 }
 
+func newNonce() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
@@ -210,317 +222,6 @@ func (a *Agent) Enqueue(j *job) error {
 	}
 	a.jobs <- j
 	return nil
-}
-
-// Run owns the kernel until ctx ends, then waits for a pending snapshot and stops the kernel.
-func (a *Agent) Run(ctx context.Context) {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	go a.syncer(ctx) // what it has not synced when ctx ends, the log's Close does
-	for {
-		a.maybeSnapshot()
-		select {
-		case <-ctx.Done():
-			a.waitSnapshot(a.cfg.SnapshotBudget)
-			a.k.kill()
-			a.log.Close()
-			return
-		case j := <-a.jobs:
-			<-a.queued
-			a.handle(ctx, j)
-			if j.finished != nil {
-				j.finished()
-			}
-		case r := <-a.snapDone:
-			a.finishSnapshot(r)
-		case ev, ok := <-a.k.events:
-			switch {
-			case ok && ev.Op != opInvalid:
-				a.kernelEvent(ev)
-			case ok || !a.k.exitsSoon():
-				// A driver that breaks the protocol, or closes its event pipe and lives on,
-				// cannot be talked to: it is restarted as if it had died.
-				why := "the interpreter's driver stopped following the kernel protocol between executions"
-				if ok {
-					why += " (" + ev.Message + ")"
-				}
-				a.k.kill()
-				info := a.recoverKernel(why)
-				a.note(why + "; state brought back to " + describeState(info))
-			default:
-				// It died: the exited case below brings it back.
-			}
-		case <-a.k.exited:
-			why := fmt.Sprintf("the interpreter ended between executions (%s)", a.k.exitText())
-			info := a.recoverKernel(why)
-			a.note(why + "; state brought back to " + describeState(info))
-		case <-tick.C:
-			a.checkSnapshotWriter()
-			if a.pids.exhausted() {
-				why := a.pids.reason()
-				a.k.kill() // first: nothing else can start while the limit is reached
-				info := a.recoverKernel(why)
-				a.pids.reset()
-				a.note(why + "; state brought back to " + describeState(info))
-			}
-		}
-	}
-}
-
-func (a *Agent) kernelEvent(ev kernelEvent) {
-	if ev.Op == "snapshot_started" && a.sched.inflight != nil {
-		a.sched.inflight.pid = ev.PID
-	}
-}
-
-func (a *Agent) checkSnapshotWriter() {
-	s := a.sched.inflight
-	if s == nil {
-		return
-	}
-	if time.Since(s.started) > a.cfg.SnapshotBudget {
-		killWriter(s.pid)
-		a.k.abortSnapshotRead()
-		return
-	}
-	if s.pid > 0 && s.pid != a.k.pid && processGone(s.pid) {
-		// The writer is gone; give the reader a moment to finish what it already sent, then
-		// make its blocked read fail so it drops the partial snapshot.
-		if s.goneAt.IsZero() {
-			s.goneAt = time.Now()
-		} else if time.Since(s.goneAt) > 500*time.Millisecond {
-			a.k.abortSnapshotRead()
-		}
-	}
-}
-
-// maybeSnapshot starts a snapshot when the policy wants one (see scheduler) and the kernel is
-// between executions (which it is whenever run's loop calls this).
-func (a *Agent) maybeSnapshot() {
-	if !a.sched.autoDue() || !a.k.alive() {
-		return
-	}
-	a.startSnapshot(a.log.NextSeq() - 1)
-}
-
-func (a *Agent) startSnapshot(seq int64) *inflight {
-	return a.startSnapshotID(seq, snapshot.NewID(seq))
-}
-
-// startSnapshotID asks the kernel for a snapshot named id of the state after execution seq.
-func (a *Agent) startSnapshotID(seq int64, id string) *inflight {
-	if err := a.k.send(map[string]any{"op": "snapshot", "id": id}); err != nil {
-		return nil
-	}
-	s := a.sched.start(id, seq)
-	a.expect <- snapExpect{id: id, seq: seq}
-	return s
-}
-
-func (a *Agent) finishSnapshot(r snapResult) {
-	prev := a.sched.savedID
-	s := a.sched.finish(r)
-	state := history.State{Status: contract.StateSaved, Snapshot: r.id}
-	if r.err != nil {
-		state = history.State{Status: contract.StateFailed, Snapshot: r.id, Error: r.err.Error(),
-			Message: fmt.Sprintf("the state after execution %d was not saved: %v; the previous snapshot (%s) stays the latest; the next execution or `session stop` tries again", r.seq, r.err, orNone(prev))}
-	}
-	if r.err != nil {
-		a.warn(state.Message)
-	}
-	if r.seq > 0 {
-		if err := a.record(history.Record{Kind: history.KindState, Seq: r.seq, State: &state}); err != nil {
-			a.warn(err.Error())
-		}
-	}
-	if s != nil {
-		for _, w := range s.waiters {
-			w(r)
-		}
-	}
-}
-
-func orNone(id string) string {
-	if id == "" {
-		return "none"
-	}
-	return id
-}
-
-// waitSnapshot waits for the snapshot in flight, if any.
-func (a *Agent) waitSnapshot(limit time.Duration) {
-	deadline := time.After(limit)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	events := a.k.events
-	for a.sched.inflight != nil {
-		select {
-		case r := <-a.snapDone:
-			a.finishSnapshot(r)
-		case ev, ok := <-events:
-			if ok {
-				a.kernelEvent(ev)
-			} else {
-				events = nil // the kernel is dead: do not spin on its closed channel
-			}
-		case <-tick.C:
-			a.checkSnapshotWriter()
-		case <-deadline:
-			killWriter(a.sched.inflight.pid)
-			a.k.abortSnapshotRead()
-			r := <-a.snapDone
-			a.finishSnapshot(r)
-		}
-	}
-}
-
-// recoverKernel replaces a dead (or hung) kernel with one started from the latest good
-// snapshot, after the snapshot in flight (if any) has landed.
-func (a *Agent) recoverKernel(reason string) execproto.RestoreInfo {
-	if s := a.sched.inflight; s != nil && s.pid != 0 && s.pid != a.k.pid {
-		a.waitSnapshot(a.cfg.SnapshotBudget)
-	}
-	a.k.kill()
-	if a.sched.inflight != nil {
-		// The writer was the kernel itself; its stream died with it.
-		r := <-a.snapDone
-		a.finishSnapshot(r)
-	}
-	info := a.bringUpRetrying("")
-	info.Messages = append([]string{reason}, info.Messages...)
-	a.oomSeen = oomKills()
-	a.mu.Lock()
-	a.restarts++
-	a.mu.Unlock()
-	a.setRestore(info)
-	return info
-}
-
-func newNonce() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// handle runs one job from the queue.
-func (a *Agent) handle(ctx context.Context, j *job) {
-	switch j.req.Op {
-	case execproto.OpExec:
-		a.exec(ctx, j)
-	case execproto.OpSnapshot:
-		a.manualSnapshot(j)
-	case execproto.OpDrain:
-		a.drain(j)
-	case execproto.OpRestore:
-		a.restoreTo(j)
-	case execproto.OpVars:
-		a.vars(j)
-	default:
-		_ = j.conn.SendError(j.id, "bad_request", fmt.Sprintf("unknown operation %q", j.req.Op))
-	}
-}
-
-func (a *Agent) manualSnapshot(j *job) {
-	a.waitSnapshot(a.cfg.SnapshotBudget)
-	seq := a.log.NextSeq() - 1
-	var res snapResult
-	s := a.startSnapshot(seq)
-	if s == nil {
-		_ = j.conn.SendError(j.id, "internal", "the interpreter is not running; try again")
-		return
-	}
-	s.waiters = append(s.waiters, func(r snapResult) { res = r })
-	a.waitSnapshot(a.cfg.SnapshotBudget + time.Minute)
-	if res.err != nil {
-		_ = j.conn.SendError(j.id, "internal", "snapshot failed: "+res.err.Error())
-		return
-	}
-	m := res.manifest
-	_ = j.conn.SendJSON(execproto.TypeReply, j.id, execproto.SnapshotReply{
-		ID: m.ID, Seq: m.Seq, SizeBytes: m.SizeBytes, Kept: m.Kept, Skipped: toSkipped(m.Skipped),
-	})
-}
-
-func toSkipped(s []snapshot.Skipped) []execproto.Skipped {
-	out := make([]execproto.Skipped, 0, len(s))
-	for _, x := range s {
-		out = append(out, execproto.Skipped{Name: x.Name, Type: x.Type, Reason: x.Reason})
-	}
-	return out
-}
-
-// drain waits for the snapshot in flight and, when anything ran since the latest good snapshot
-// that may have changed the state (a snapshot that failed included, under either policy), takes
-// one: what `session stop` (and gc, and --upgrade) asks before it stops the container.
-func (a *Agent) drain(j *job) {
-	a.waitSnapshot(a.cfg.SnapshotBudget)
-	if a.sched.drainDue() && a.k.alive() {
-		a.startSnapshot(a.log.NextSeq() - 1)
-		a.waitSnapshot(a.cfg.SnapshotBudget)
-	}
-	st := a.Status()
-	st.Snapshot = a.sched.savedID
-	_ = j.conn.SendJSON(execproto.TypeReply, j.id, st)
-}
-
-func (a *Agent) restoreTo(j *job) {
-	id := j.req.Snapshot
-	if _, _, err := a.openCheck(id); err != nil {
-		_ = j.conn.SendError(j.id, "not_found", err.Error())
-		return
-	}
-	a.waitSnapshot(a.cfg.SnapshotBudget)
-	info := a.bringUpRetrying(id)
-	if info.Snapshot != id {
-		a.setRestore(info)
-		a.note(fmt.Sprintf("restore of snapshot %s failed; state brought back to %s", id, describeState(info)))
-		_ = j.conn.SendError(j.id, "internal", fmt.Sprintf("restore %s failed (%s); state brought back to %s instead", id, joinMessages(info.Messages), describeState(info)))
-		return
-	}
-	a.setRestore(info)
-	a.note(fmt.Sprintf("state restored to snapshot %s (after execution %d)", info.Snapshot, info.Seq))
-	_ = j.conn.SendJSON(execproto.TypeReply, j.id, info)
-}
-
-func (a *Agent) openCheck(id string) (*os.File, snapshot.Manifest, error) {
-	f, m, err := a.store.Open(id)
-	if err != nil {
-		return nil, m, fmt.Errorf("snapshot %q: %w; list them with `runtimectl session snapshots`", id, err)
-	}
-	f.Close()
-	return nil, m, nil
-}
-
-func (a *Agent) vars(j *job) {
-	id := "v" + newNonce()[:8]
-	if err := a.k.send(map[string]any{"op": "vars", "id": id}); err != nil {
-		_ = j.conn.SendError(j.id, "internal", "the interpreter is not running")
-		return
-	}
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case ev, ok := <-a.k.events:
-			if !ok {
-				_ = j.conn.SendError(j.id, "internal", "the interpreter ended while listing variables")
-				return
-			}
-			if ev.Op == "vars" && ev.ID == id {
-				_ = j.conn.Send(execproto.TypeReply, j.id, ev.raw)
-				return
-			}
-			if ev.Op == "error" && (ev.ID == id || ev.ID == "") || ev.Op == opInvalid {
-				_ = j.conn.SendError(j.id, "internal", "the interpreter could not list its variables: "+ev.errorText())
-				return
-			}
-			a.kernelEvent(ev)
-		case r := <-a.snapDone:
-			a.finishSnapshot(r)
-		case <-timeout:
-			_ = j.conn.SendError(j.id, "internal", "the interpreter did not list its variables within 30s")
-			return
-		}
-	}
 }
 
 // removeLegacyState removes what a session made before the state volume kept in its

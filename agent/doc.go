@@ -26,13 +26,19 @@
 // and a client that goes away closes only its own stream. The library keeps its stream open, so
 // only the first request of a Session pays the exec.
 //
-// Inside, the run loop (Run) owns the kernel and the state; small types each do one thing: the
-// scheduler (schedule.go) is the snapshot bookkeeping and policy (a state that may differ from
-// the last good snapshot stays unsaved until a later one is saved; a drain saves it under either
-// policy), the supervisor (supervise.go) brings a kernel up from the preferred or latest
-// snapshot, passing over one that fails to load twice, then an empty state, and exec.go runs one
-// execution (streams, caps, timers, crash recovery, the result). The tests drive it in-process
-// through a stub kernel driver (stub_test.go), no Docker.
+// Inside, one run loop (Run, loop.go) owns the kernel, the snapshot scheduler and the request
+// being served, and one select in it receives every event: a request, a kernel event, the
+// kernel's exit, a snapshot's end, the watchdog tick (snapshot budget, pids limit, a done event
+// that does not come), the execution's timeout, grace and interrupt, the agent's end. Small
+// types each do one thing: the scheduler (schedule.go) is the snapshot bookkeeping and policy
+// (a state that may differ from the last good snapshot stays unsaved until a later one is
+// saved; a drain, and the agent's end, save it under either policy); the supervisor
+// (supervise.go) brings a kernel up from the preferred or latest snapshot, passing over one
+// that fails to load twice, then an empty state; an execution (exec.go) is one request's
+// streams, caps, timers and result; what waits for a snapshot (drain, stop, restore, a kernel
+// being replaced) is a continuation the scheduler runs when the snapshot ends, so the loop never
+// waits anywhere else. The tests drive it in-process through a stub kernel driver
+// (stub_test.go), no Docker.
 //
 // It imports contract, execproto, history, snapshot and lang; no Docker, no cobra.
 package agent

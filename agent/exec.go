@@ -22,31 +22,55 @@ type streamOut struct {
 	keep headTail
 }
 
-// exec runs one execution from start to end: the history's start record, the code, its output
-// and end, interrupts and timeouts, a crash and the kernel's recovery, the end record, the
-// Result frame, and the snapshot that follows.
-func (a *Agent) exec(ctx context.Context, j *job) {
-	started := time.Now()
-	seq := a.log.Reserve()
-	code := j.req.Code
-	notify := func(msg string) {
-		_ = j.conn.SendJSON(execproto.TypeNotice, j.id, execproto.Notice{Message: msg})
-	}
+// execution is one exec request from its start record to its Result: its streams and caps,
+// timers, how it ended, and the snapshot that follows. The run loop feeds it the events that
+// are its own (kernel events, the kernel's exit, the watchdog tick, its timeout, grace and
+// interrupt) until it has ended.
+type execution struct {
+	a       *Agent
+	j       *job
+	k       *kernel // the kernel it runs on (replaced by a recovery)
+	seq     int64
+	code    string
+	reqID   string
+	started time.Time
+
+	out, errs      *streamOut
+	capOut, capErr *capture
+	res            *execproto.Result
+	recordErrs     []string
+	oomBefore      int64
+
+	reason    contract.Status // timeout or interrupted once the code was interrupted
+	violation string          // how the driver broke the kernel protocol: treated as a crash
+	nonceSeen time.Time       // when both streams had ended with no done event yet
+	pidsFull  bool            // the container's pids limit stayed reached: everything was killed
+	snapID    string          // the snapshot to ask for once the result is sent
+	ended     bool            // the code's end was seen: no more events for it
+
+	timer      *time.Timer
+	timeoutC   <-chan time.Time
+	graceC     <-chan time.Time
+	interruptC <-chan struct{}
+}
+
+func (x *execution) notify(msg string) {
+	_ = x.j.conn.SendJSON(execproto.TypeNotice, x.j.id, execproto.Notice{Message: msg})
+}
+
+// startExec begins an execution: the history's start record, the output capture, the request
+// to the kernel and the timers. What follows comes from the run loop.
+func (a *Agent) startExec(ctx context.Context, j *job) *execution {
+	x := &execution{a: a, j: j, k: a.k, seq: a.log.Reserve(), code: j.req.Code, started: time.Now(), oomBefore: a.oomSeen}
 	for _, w := range a.takeWarnings() {
-		notify(w) // e.g. the previous execution's snapshot failed after its result was sent
+		x.notify(w) // e.g. the previous execution's snapshot failed after its result was sent
 	}
-	var recordErrs []string
-	if err := a.record(history.Record{Kind: history.KindStart, Seq: seq, Code: code, Status: contract.StatusRunning, Started: started.UTC()}); err != nil {
-		recordErrs = append(recordErrs, err.Error())
+	if err := a.record(history.Record{Kind: history.KindStart, Seq: x.seq, Code: x.code, Status: contract.StatusRunning, Started: x.started.UTC()}); err != nil {
+		x.recordErrs = append(x.recordErrs, err.Error())
 	}
 	a.mu.Lock()
-	a.running, a.runSeq = j, seq
+	a.running, a.runSeq = j, x.seq
 	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		a.running, a.runSeq, a.lastExec = nil, 0, time.Now()
-		a.mu.Unlock()
-	}()
 
 	maxOut := a.cfg.MaxOutput
 	if j.req.MaxOutput > 0 {
@@ -61,229 +85,229 @@ func (a *Agent) exec(ctx context.Context, j *job) {
 		}}
 		return s
 	}
-	out, errs := mkStream(execproto.TypeStdout), mkStream(execproto.TypeStderr)
+	x.out, x.errs = mkStream(execproto.TypeStdout), mkStream(execproto.TypeStderr)
 	nonce := newNonce()
-	capOut := newCapture(nonce, out.lim.write)
-	capErr := newCapture(nonce, errs.lim.write)
-	k := a.k
-	k.stdout.set(capOut)
-	k.stderr.set(capErr)
-	defer k.stdout.set(nil)
-	defer k.stderr.set(nil)
+	x.capOut = newCapture(nonce, x.out.lim.write)
+	x.capErr = newCapture(nonce, x.errs.lim.write)
+	x.k.stdout.set(x.capOut)
+	x.k.stderr.set(x.capErr)
+	x.res = &execproto.Result{Session: a.cfg.Session, Seq: x.seq, Outputs: []execproto.Output{}}
 
-	res := &execproto.Result{Session: a.cfg.Session, Seq: seq, Outputs: []execproto.Output{}}
-	var (
-		done         *kernelEvent
-		driverErr    *kernelEvent    // the driver answered with an error event instead of done
-		violation    string          // how the driver broke the kernel protocol: treated as a crash
-		nonceSeen    time.Time       // when both streams had ended with no done event yet
-		reason       contract.Status // timeout or interrupted once we interrupted the code
-		crashed      bool
-		pidsFull     bool // the container's pids limit stayed reached: everything was killed
-		restoredInfo *execproto.RestoreInfo
-	)
-	oomBefore := a.oomSeen
-	var snapID string
-	reqID := fmt.Sprintf("x%d", seq)
-	req := map[string]any{"op": "exec", "id": reqID, "seq": seq, "code": code, "nonce": nonce}
-	if needsBase64(code) {
-		req["code_b64"] = base64.StdEncoding.EncodeToString([]byte(code))
-	}
-	if err := k.send(req); err != nil {
-		crashed = true
-	}
-
-	var timeoutC, graceC <-chan time.Time
 	if j.req.TimeoutMs > 0 {
-		t := time.NewTimer(time.Duration(j.req.TimeoutMs) * time.Millisecond)
-		defer t.Stop()
-		timeoutC = t.C
+		x.timer = time.NewTimer(time.Duration(j.req.TimeoutMs) * time.Millisecond)
+		x.timeoutC = x.timer.C
 	}
-	interruptC := (<-chan struct{})(j.interrupt)
-	ctxDone := ctx.Done()
-	beginInterrupt := func(why contract.Status) {
-		if reason != "" {
-			return
-		}
-		reason = why
-		k.signal(syscall.SIGINT)
-		graceC = time.After(a.cfg.Grace)
+	x.interruptC = j.interrupt
+	if ctx.Err() != nil {
+		x.beginInterrupt(execproto.StatusInterrupted)
 	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
+	x.reqID = fmt.Sprintf("x%d", x.seq)
+	req := map[string]any{"op": "exec", "id": x.reqID, "seq": x.seq, "code": x.code, "nonce": nonce}
+	if needsBase64(x.code) {
+		req["code_b64"] = base64.StdEncoding.EncodeToString([]byte(x.code))
+	}
+	if err := x.k.send(req); err != nil {
+		x.crash()
+	}
+	return x
+}
 
-wait:
-	for !crashed {
-		select {
-		case ev, ok := <-k.events:
-			switch {
-			case !ok:
-				// The driver closed its event pipe: dead, or alive and deaf. Either way it
-				// cannot answer any more.
-				if !k.exitsSoon() {
-					violation = "it closed its event pipe"
-				}
-				crashed = true
-			case ev.Op == opInvalid:
-				violation, crashed = ev.Message, true
-			case ev.Op == "done" && ev.ID == reqID:
-				done = &ev
-				break wait
-			case ev.Op == "error" && (ev.ID == reqID || ev.ID == ""):
-				driverErr = &ev
-				break wait
-			default:
-				a.kernelEvent(ev)
-			}
-		case <-k.exited:
-			crashed = true
-		case r := <-a.snapDone:
-			a.finishSnapshot(r)
-		case <-tick.C:
-			a.checkSnapshotWriter()
-			if a.pids.exhausted() {
-				pidsFull, crashed = true, true
-			}
-			if capOut.ended() && capErr.ended() {
-				// The code ended (the nonces came) but the driver has not said done.
-				if nonceSeen.IsZero() {
-					nonceSeen = time.Now()
-				} else if time.Since(nonceSeen) > doneAfterNonce {
-					violation, crashed = fmt.Sprintf("it ended the output but sent no done event within %s", doneAfterNonce), true
-				}
-			}
-		case <-timeoutC:
-			beginInterrupt(execproto.StatusTimeout)
-		case <-interruptC:
-			interruptC = nil
-			beginInterrupt(execproto.StatusInterrupted)
-		case <-ctxDone:
-			ctxDone = nil
-			beginInterrupt(execproto.StatusInterrupted)
-		case <-graceC:
-			// The code did not stop: kill the interpreter and bring the state back.
-			graceC = nil
-			crashed = true
-		}
-	}
-
-	// The state after an execution that ran: the snapshot that follows it, per the policy.
-	stateAfter := func(changed bool) {
-		a.sched.ran(seq, changed)
-		switch {
-		case a.cfg.SnapshotPolicy != contract.SnapshotEvery:
-			res.State = &execproto.State{Status: contract.StateOff}
-		case !a.sched.isDirty():
-			res.State = &execproto.State{Status: contract.StateUnchanged, Snapshot: a.sched.savedID}
-		default:
-			if a.sched.inflight == nil && a.k.alive() {
-				// Asked of the kernel right after the result is sent (below), before the next
-				// request: the result does not wait for the fork, the next execution does not
-				// overtake the snapshot.
-				snapID = snapshot.NewID(seq)
-				res.State = &execproto.State{Status: contract.StatePending, Snapshot: snapID}
-			}
-			if res.State == nil {
-				res.State = &execproto.State{Status: contract.StatePending, Message: "saved by the next snapshot, after the one being written"}
-			}
-		}
-	}
-
+// kernelEvent handles an event of the kernel while the code runs (ok false: the event pipe
+// closed).
+func (x *execution) kernelEvent(ev kernelEvent, ok bool) {
 	switch {
-	case driverErr != nil:
-		// The driver is alive and answering, but its handler failed: the code may or may not
-		// have run, so the state may have changed.
-		waitFound(capOut, capErr, 500*time.Millisecond)
-		msg := driverErr.errorText()
-		res.Status = execproto.StatusError
-		res.Error = &execproto.Error{Name: "DriverError", Value: msg}
-		res.Message = "the interpreter's driver failed on this execution: " + msg + "; the session goes on"
-		stateAfter(true)
-	case done != nil:
-		// All output written before the end is in the pipes ahead of the nonces.
-		waitFound(capOut, capErr, 5*time.Second)
-		res.Status = done.Status
-		res.Result = done.Result
-		res.Error = done.execError()
-		if done.Outputs != nil {
-			res.Outputs = done.Outputs
+	case !ok:
+		// The driver closed its event pipe: dead (its exit follows at once), or alive and deaf
+		// (tick says so after exitGrace). Either way it cannot answer any more.
+	case ev.Op == opInvalid:
+		x.violation = ev.Message
+		x.crash()
+	case ev.Op == "done" && ev.ID == x.reqID:
+		x.finishDone(ev)
+	case ev.Op == "error" && (ev.ID == x.reqID || ev.ID == ""):
+		x.finishDriverError(ev)
+	}
+}
+
+// tick is the execution's watchdog: the pids limit, a driver that closed its event pipe and
+// lives on, a done event that does not come after the output ended.
+func (x *execution) tick() {
+	switch {
+	case x.a.pids.exhausted():
+		x.pidsFull = true
+		x.crash()
+	case x.k.eventsClosed() && time.Since(x.k.closedAt) > exitGrace && x.k.alive():
+		x.violation = "it closed its event pipe"
+		x.crash()
+	case x.capOut.ended() && x.capErr.ended():
+		// The code ended (the nonces came) but the driver has not said done.
+		if x.nonceSeen.IsZero() {
+			x.nonceSeen = time.Now()
+		} else if time.Since(x.nonceSeen) > doneAfterNonce {
+			x.violation = fmt.Sprintf("it ended the output but sent no done event within %s", doneAfterNonce)
+			x.crash()
 		}
-		if done.Status == execproto.StatusInterrupted && reason == execproto.StatusTimeout {
-			res.Status = execproto.StatusTimeout
-			res.Message = fmt.Sprintf("the code ran past its timeout of %s and was interrupted; the session's state is kept", time.Duration(j.req.TimeoutMs)*time.Millisecond)
-		}
-		stateAfter(done.Changed == nil || *done.Changed)
+	}
+}
+
+// beginInterrupt interrupts the code (its timeout, the client's interrupt, the agent's end);
+// code that has not stopped within the grace is killed (the loop's grace timer).
+func (x *execution) beginInterrupt(why contract.Status) {
+	if x.reason != "" || x.ended {
+		return
+	}
+	x.reason = why
+	x.k.signal(syscall.SIGINT)
+	x.graceC = time.After(x.a.cfg.Grace)
+}
+
+// stateAfter records the state after an execution that ran: the snapshot that follows it, per
+// the policy.
+func (x *execution) stateAfter(changed bool) {
+	a, res := x.a, x.res
+	a.sched.ran(x.seq, changed)
+	switch {
+	case a.cfg.SnapshotPolicy != contract.SnapshotEvery:
+		res.State = &execproto.State{Status: contract.StateOff}
+	case !a.sched.isDirty():
+		res.State = &execproto.State{Status: contract.StateUnchanged, Snapshot: a.sched.savedID}
+	case a.sched.inflight == nil && a.k.alive():
+		// Asked of the kernel right after the result is sent (complete), before the next
+		// request: the result does not wait for the fork, the next execution does not
+		// overtake the snapshot.
+		x.snapID = snapshot.NewID(x.seq)
+		res.State = &execproto.State{Status: contract.StatePending, Snapshot: x.snapID}
 	default:
-		// Crashed, killed after the grace, or the container is going away.
-		time.Sleep(50 * time.Millisecond) // let the readers take what the pipes still hold
-		capOut.flushHeld()
-		capErr.flushHeld()
-		var why string
-		switch {
-		case pidsFull:
-			res.Status = execproto.StatusCrashed
+		res.State = &execproto.State{Status: contract.StatePending, Message: "saved by the next snapshot, after the one being written"}
+	}
+}
+
+// finishDriverError ends an execution whose driver answered with an error event instead of
+// done: the driver is alive and answering, but its handler failed; the code may or may not
+// have run, so the state may have changed.
+func (x *execution) finishDriverError(ev kernelEvent) {
+	x.ended = true
+	waitFound(x.capOut, x.capErr, 500*time.Millisecond)
+	msg := ev.errorText()
+	x.res.Status = execproto.StatusError
+	x.res.Error = &execproto.Error{Name: "DriverError", Value: msg}
+	x.res.Message = "the interpreter's driver failed on this execution: " + msg + "; the session goes on"
+	x.stateAfter(true)
+	x.complete()
+}
+
+// finishDone ends an execution with the driver's done event.
+func (x *execution) finishDone(done kernelEvent) {
+	x.ended = true
+	res := x.res
+	// All output written before the end is in the pipes ahead of the nonces.
+	waitFound(x.capOut, x.capErr, 5*time.Second)
+	res.Status = done.Status
+	res.Result = done.Result
+	res.Error = done.execError()
+	if done.Outputs != nil {
+		res.Outputs = done.Outputs
+	}
+	if done.Status == execproto.StatusInterrupted && x.reason == execproto.StatusTimeout {
+		res.Status = execproto.StatusTimeout
+		res.Message = fmt.Sprintf("the code ran past its timeout of %s and was interrupted; the session's state is kept", time.Duration(x.j.req.TimeoutMs)*time.Millisecond)
+	}
+	x.stateAfter(done.Changed == nil || *done.Changed)
+	x.complete()
+}
+
+// crash ends an execution whose interpreter died, broke the protocol, filled the pids limit,
+// or did not stop within the grace of an interrupt: the kernel is killed and replaced from the
+// latest good snapshot, and the result says what happened and what came back.
+func (x *execution) crash() {
+	if x.ended {
+		return
+	}
+	x.ended = true
+	a, k, res := x.a, x.k, x.res
+	time.Sleep(50 * time.Millisecond) // let the readers take what the pipes still hold
+	x.capOut.flushHeld()
+	x.capErr.flushHeld()
+	var why string
+	switch {
+	case x.pidsFull:
+		res.Status = execproto.StatusCrashed
+		k.kill()
+		why = a.pids.reason()
+		a.pids.reset()
+	case x.reason == execproto.StatusTimeout:
+		res.Status = execproto.StatusTimeout
+		why = fmt.Sprintf("the code ran past its timeout of %s and did not stop within %s of the interrupt; the interpreter was restarted", time.Duration(x.j.req.TimeoutMs)*time.Millisecond, a.cfg.Grace)
+	case x.reason == execproto.StatusInterrupted:
+		res.Status = execproto.StatusInterrupted
+		why = fmt.Sprintf("the code did not stop within %s of the interrupt; the interpreter was restarted", a.cfg.Grace)
+	case x.violation != "" && k.alive():
+		res.Status = execproto.StatusCrashed
+		k.kill()
+		why = "the interpreter's driver stopped following the kernel protocol (" + x.violation + "); it was killed"
+	default:
+		res.Status = execproto.StatusCrashed
+		if k.alive() {
 			k.kill()
-			why = a.pids.reason()
-			a.pids.reset()
-		case reason == execproto.StatusTimeout:
-			res.Status = execproto.StatusTimeout
-			why = fmt.Sprintf("the code ran past its timeout of %s and did not stop within %s of the interrupt; the interpreter was restarted", time.Duration(j.req.TimeoutMs)*time.Millisecond, a.cfg.Grace)
-		case reason == execproto.StatusInterrupted:
-			res.Status = execproto.StatusInterrupted
-			why = fmt.Sprintf("the code did not stop within %s of the interrupt; the interpreter was restarted", a.cfg.Grace)
-		case violation != "" && k.alive():
-			res.Status = execproto.StatusCrashed
-			k.kill()
-			why = "the interpreter's driver stopped following the kernel protocol (" + violation + "); it was killed"
-		default:
-			res.Status = execproto.StatusCrashed
-			if k.alive() {
-				k.kill()
-			}
-			<-k.exited
-			why = "the interpreter died during the execution (" + k.exitText() + ")"
-			if a.oomSeen = oomKills(); k.killedBy(syscall.SIGKILL) && a.oomSeen > oomBefore {
-				why = "the interpreter was killed: out of memory (" + k.exitText() + "); raise the session's --memory or use less"
-			}
 		}
-		info := a.recoverKernel(why)
-		restoredInfo = &info
+		<-k.exited
+		why = "the interpreter died during the execution (" + k.exitText() + ")"
+		if a.oomSeen = oomKills(); k.killedBy(syscall.SIGKILL) && a.oomSeen > x.oomBefore {
+			why = "the interpreter was killed: out of memory (" + k.exitText() + "); raise the session's --memory or use less"
+		}
+	}
+	a.recoverKernel(why, func(info execproto.RestoreInfo) {
 		restoredTo := info.Seq
 		res.Message = why + "; state brought back to " + describeState(info)
 		res.State = &execproto.State{Status: contract.StateRestored, Snapshot: info.Snapshot, RestoredTo: &restoredTo, Message: res.Message}
-		res.Restored = restoredInfo
+		res.Restored = &info
 		if res.Status == execproto.StatusCrashed {
 			res.Error = &execproto.Error{Name: "KernelDied", Value: why}
 		}
-	}
+		x.complete()
+	})
+}
 
-	res.DurationMs = float64(time.Since(started).Microseconds()) / 1000
-	res.StdoutTruncated = out.lim.dropped
-	res.StderrTruncated = errs.lim.dropped
-	stdout, stdoutCut := out.keep.text()
-	stderr, stderrCut := errs.keep.text()
-	if err := a.record(history.Record{
-		Kind: history.KindEnd, Seq: seq, Code: code, Status: res.Status,
-		Stdout: stdout, Stderr: stderr,
-		StdoutTruncated: stdoutCut + out.lim.dropped, StderrTruncated: stderrCut + errs.lim.dropped,
-		Result: res.Result, Error: (*history.Error)(res.Error), Outputs: historyOutputs(res.Outputs),
-		Started: started.UTC(), DurationMs: res.DurationMs, State: (*history.State)(res.State),
-	}); err != nil {
-		recordErrs = append(recordErrs, err.Error())
+// complete records the end of the execution, sends its Result, asks for the snapshot that
+// follows, and ends the request.
+func (x *execution) complete() {
+	a, res := x.a, x.res
+	if x.timer != nil {
+		x.timer.Stop()
 	}
-	for _, e := range recordErrs {
+	x.k.stdout.set(nil)
+	x.k.stderr.set(nil)
+	res.DurationMs = float64(time.Since(x.started).Microseconds()) / 1000
+	res.StdoutTruncated = x.out.lim.dropped
+	res.StderrTruncated = x.errs.lim.dropped
+	stdout, stdoutCut := x.out.keep.text()
+	stderr, stderrCut := x.errs.keep.text()
+	if err := a.record(history.Record{
+		Kind: history.KindEnd, Seq: x.seq, Code: x.code, Status: res.Status,
+		Stdout: stdout, Stderr: stderr,
+		StdoutTruncated: stdoutCut + x.out.lim.dropped, StderrTruncated: stderrCut + x.errs.lim.dropped,
+		Result: res.Result, Error: (*history.Error)(res.Error), Outputs: historyOutputs(res.Outputs),
+		Started: x.started.UTC(), DurationMs: res.DurationMs, State: (*history.State)(res.State),
+	}); err != nil {
+		x.recordErrs = append(x.recordErrs, err.Error())
+	}
+	for _, e := range x.recordErrs {
 		// The result is still returned; what could not be recorded is said, not hidden.
-		notify(e)
+		x.notify(e)
 		if res.Message != "" {
 			res.Message += "; "
 		}
 		res.Message += e
 	}
-	_ = j.conn.SendJSON(execproto.TypeResult, j.id, res)
-	if snapID != "" && a.sched.inflight == nil {
-		a.startSnapshotID(seq, snapID)
+	_ = x.j.conn.SendJSON(execproto.TypeResult, x.j.id, res)
+	if x.snapID != "" && a.sched.inflight == nil {
+		a.startSnapshotID(x.seq, x.snapID)
 	}
 	a.ensureReserve()
+	a.mu.Lock()
+	a.running, a.runSeq, a.lastExec = nil, 0, time.Now()
+	a.mu.Unlock()
+	a.end(x.j)
 }
 
 // historyOutputs returns the rich outputs of a result as the history records them.

@@ -80,7 +80,15 @@ type kernel struct {
 	exited  chan struct{}
 	waitErr error
 	ready   kernelEvent
+
+	// Seen by the run loop: when the event pipe closed (zero while open), and that the exit
+	// was handled.
+	closedAt time.Time
+	exitSeen bool
 }
+
+// eventsClosed reports whether the run loop saw the kernel's event pipe close.
+func (k *kernel) eventsClosed() bool { return !k.closedAt.IsZero() }
 
 // startKernel starts the driver as the session user in its own process group, restoring from
 // restore when it is not nil, and waits for its ready event.
@@ -232,17 +240,6 @@ func (k *kernel) send(req map[string]any) error {
 // code started in the foreground or background (snapshot writers have their own group).
 func (k *kernel) signal(sig syscall.Signal) {
 	_ = syscall.Kill(-k.pid, sig)
-}
-
-// exitsSoon reports whether the interpreter has exited or exits within a moment: when its event
-// pipe closes, to tell a death from a driver that closed the pipe and lives on.
-func (k *kernel) exitsSoon() bool {
-	select {
-	case <-k.exited:
-		return true
-	case <-time.After(500 * time.Millisecond):
-		return false
-	}
 }
 
 func (k *kernel) alive() bool {

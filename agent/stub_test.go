@@ -37,9 +37,13 @@ import (
 //	close-events     closes its event pipe and stays alive     (a driver that stops answering)
 //	nonce-no-done    ends the output but never says done
 //	garbage          writes a line that is not JSON on the event pipe, and no done
+//	die-later        done, then exits with code 4 a moment later    (between executions)
+//	garbage-later    done, then a line that is not JSON a moment later
+//	close-later      done, then closes its event pipe a moment later and stays alive
 //
-// A state of "fail-snapshot" makes snapshots fail; a snapshot holding "crash-on-load" kills the
-// driver when it is restored.
+// A state of "fail-snapshot" makes snapshots fail, "slow-snapshot" makes the driver hang in
+// its snapshot, "vars-hang" keeps it from answering a variables request; a snapshot holding
+// "crash-on-load" kills the driver when it is restored.
 func TestMain(m *testing.M) {
 	if os.Getenv("STUB_KERNEL") == "1" {
 		stubKernel()
@@ -83,6 +87,9 @@ func stubKernel() {
 		switch req.Op {
 		case "snapshot":
 			emit(map[string]any{"op": "snapshot_started", "id": req.ID, "pid": os.Getpid()})
+			if state == "slow-snapshot" {
+				select {} // the writer (the driver itself) hangs
+			}
 			m := map[string]any{"id": req.ID, "ok": true, "format": "stub", "kept": []string{"state"}, "skipped": []any{}}
 			data := state
 			if state == "fail-snapshot" {
@@ -96,6 +103,9 @@ func stubKernel() {
 			fmt.Fprintf(&b, "0\n%d\n%s", len(mb), mb)
 			_, _ = snap.Write([]byte(b.String()))
 		case "vars":
+			if state == "vars-hang" {
+				continue
+			}
 			emit(map[string]any{"op": "vars", "id": req.ID, "vars": []any{map[string]any{"name": "state", "type": "str", "size": len(state), "preview": state}}, "modules": []string{}})
 		case "exec":
 			verb, arg, _ := strings.Cut(req.Code, " ")
@@ -136,6 +146,19 @@ func stubKernel() {
 				errv = map[string]string{"name": "KeyboardInterrupt", "value": "", "traceback": ""}
 			case "hang":
 				select {}
+			case "die-later", "garbage-later", "close-later":
+				go func() {
+					time.Sleep(100 * time.Millisecond)
+					switch verb {
+					case "die-later":
+						os.Exit(4)
+					case "garbage-later":
+						_, _ = events.Write([]byte("this is not JSON either\n"))
+					case "close-later":
+						events.Close()
+					}
+				}()
+				changed = false
 			case "close-events":
 				events.Close()
 				select {}

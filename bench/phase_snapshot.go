@@ -67,13 +67,21 @@ del _b
 // manifest's created time) gives the background write throughput (pair 5), against dd writing
 // as many bytes with fsync to the same volume, and for the DataFrame against pickle protocol 5
 // in the session's own interpreter.
-func (r *Runner) Snapshots(ctx context.Context, st State) error {
-	every, err := r.start(ctx, session.Spec{Name: r.sessionName("snap-" + st.Key[:2])})
+//
+// cpus is the sessions' CPU limit, 0 for the default (1 CPU); figures measured at another
+// limit carry it in their names (snapshot_wait.array_100mib_cpus2...), to compare with rounds
+// measured before the default limit existed (no limit, on a 2-core machine).
+func (r *Runner) Snapshots(ctx context.Context, st State, cpus float64) error {
+	if cpus > 0 {
+		st.Key = fmt.Sprintf("%s_cpus%g", st.Key, cpus)
+		st.What += fmt.Sprintf(", sessions with --cpus %g", cpus)
+	}
+	every, err := r.start(ctx, session.Spec{Name: r.sessionName("snap-" + st.Key[:2]), CPUs: cpus})
 	if err != nil {
 		return err
 	}
 	defer every.Close()
-	off, err := r.start(ctx, session.Spec{Name: r.sessionName("snap-off-" + st.Key[:2]), Snapshot: "manual"})
+	off, err := r.start(ctx, session.Spec{Name: r.sessionName("snap-off-" + st.Key[:2]), Snapshot: "manual", CPUs: cpus})
 	if err != nil {
 		return err
 	}
@@ -94,7 +102,7 @@ func (r *Runner) Snapshots(ctx context.Context, st State) error {
 
 	prefix := "snapshot_wait." + st.Key
 	wprefix := "snapshot_write." + st.Key
-	isFrame := st.Key == StateFrame.Key
+	isFrame := strings.HasPrefix(st.Key, StateFrame.Key)
 	for i, n := 1, r.n(st.N, 3); i <= n; i++ {
 		// Pair 4, snapshots on.
 		resY, err := execOK(ctx, every, fmt.Sprintf("y = %d", i), session.ExecOptions{})

@@ -12,6 +12,6 @@
 // id and ends with exactly one final frame (Result, Reply or Error). Requests from one connection
 // may be in flight at once; the agent runs executions one at a time in arrival order.
 //
-// This package imports the standard library and the project's history package (for the record
-// types shared with the history file) only: no Docker, no cobra.
+// This package imports the standard library and the project's contract package (the statuses
+// and state vocabulary it shares with the history and the CLI) only: no Docker, no cobra.
 package execproto

@@ -20,7 +20,7 @@ import (
 	"github.com/runtimectl/runtimectl/session"
 )
 
-var phases = []string{"exec", "python", "exprs", "cli", "cold", "tcsession", "snapshot-array", "snapshot-df", "restore", "stdout", "memory", "many"}
+var phases = []string{"exec", "python", "exprs", "cli", "cold", "tcsession", "snapshot-array", "snapshot-df", "snapshot-array-cpus2", "snapshot-df-cpus2", "neighbours", "restore", "stdout", "memory", "many"}
 
 func main() {
 	out := flag.String("out", "bench/results.json", "write the results here")
@@ -78,18 +78,21 @@ func run(out, only string, scale float64, many int, rt string) int {
 	r.Sweep(ctx, 30*time.Minute)
 
 	steps := map[string]func(context.Context) error{
-		"exec":           r.ExecRoundTrip,
-		"exprs":          r.Exprs,
-		"python":         r.PythonClient,
-		"cli":            r.CLIExec,
-		"cold":           r.ColdStart,
-		"snapshot-array": func(ctx context.Context) error { return r.Snapshots(ctx, bench.StateArray) },
-		"snapshot-df":    func(ctx context.Context) error { return r.Snapshots(ctx, bench.StateFrame) },
-		"restore":        r.Restore,
-		"stdout":         r.Stdout,
-		"memory":         r.Memory,
-		"many":           func(ctx context.Context) error { return r.Many(ctx, many) },
-		"tcsession":      r.TCSession,
+		"exec":                 r.ExecRoundTrip,
+		"exprs":                r.Exprs,
+		"python":               r.PythonClient,
+		"cli":                  r.CLIExec,
+		"cold":                 r.ColdStart,
+		"snapshot-array":       func(ctx context.Context) error { return r.Snapshots(ctx, bench.StateArray, 0) },
+		"snapshot-df":          func(ctx context.Context) error { return r.Snapshots(ctx, bench.StateFrame, 0) },
+		"snapshot-array-cpus2": func(ctx context.Context) error { return r.Snapshots(ctx, bench.StateArray, 2) },
+		"snapshot-df-cpus2":    func(ctx context.Context) error { return r.Snapshots(ctx, bench.StateFrame, 2) },
+		"neighbours":           r.Neighbours,
+		"restore":              r.Restore,
+		"stdout":               r.Stdout,
+		"memory":               r.Memory,
+		"many":                 func(ctx context.Context) error { return r.Many(ctx, many) },
+		"tcsession":            r.TCSession,
 	}
 	failed := 0
 	for _, p := range phases {
