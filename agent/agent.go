@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,6 +46,9 @@ type Agent struct {
 	stopping     bool       // the agent's context ended
 	closing      bool       // the last snapshot was asked for
 	over         bool       // Run returns
+
+	diskUsed atomic.Int64  // the workspace's size as last measured; -1 before the first
+	diskKick chan struct{} // asks the disk watchdog for a measurement
 
 	mu       sync.Mutex // guards the fields below, read by connections
 	restore  execproto.RestoreInfo
@@ -96,17 +100,19 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{
-		cfg:     cfg,
-		log:     log,
-		store:   store,
-		jobs:    make(chan *job, cfg.QueueLimit),
-		queued:  make(chan struct{}, cfg.QueueLimit),
-		oomSeen: oomKills(),
-		syncReq: make(chan struct{}, 1),
-		sched:   scheduler{policy: cfg.SnapshotPolicy},
+		cfg:      cfg,
+		log:      log,
+		store:    store,
+		jobs:     make(chan *job, cfg.QueueLimit),
+		queued:   make(chan struct{}, cfg.QueueLimit),
+		oomSeen:  oomKills(),
+		syncReq:  make(chan struct{}, 1),
+		diskKick: make(chan struct{}, 1),
+		sched:    scheduler{policy: cfg.SnapshotPolicy},
 
 		loadFailures: map[string]int{},
 	}
+	a.diskUsed.Store(-1)
 	var msgs []string
 	msgs = append(msgs, log.Repairs()...)
 	for _, p := range log.Problems() {
@@ -194,6 +200,8 @@ func (a *Agent) Status() execproto.Status {
 		Queued:         len(a.jobs),
 		NextSeq:        a.log.NextSeq(),
 		KernelRestarts: a.restarts,
+		DiskUsed:       a.diskUsed.Load(),
+		DiskLimit:      a.cfg.DiskLimit,
 	}
 	if !a.lastExec.IsZero() {
 		st.LastExec = a.lastExec.UTC().Format(time.RFC3339Nano)

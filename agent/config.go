@@ -30,6 +30,9 @@ type Config struct {
 	SnapshotBudget time.Duration
 	// QueueLimit bounds the executions waiting their turn; past it requests are refused as busy.
 	QueueLimit int
+	// DiskLimit caps the bytes the workspace may take: past it, measured by a watchdog (du.go),
+	// executions are refused unless they ask to ignore it. 0: no cap.
+	DiskLimit int64
 	// Settings is the session's settings document as the controller passed it; the agent keeps
 	// it in StateDir/session.json.
 	Settings []byte

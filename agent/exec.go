@@ -304,6 +304,7 @@ func (x *execution) complete() {
 		a.startSnapshotID(x.seq, x.snapID)
 	}
 	a.ensureReserve()
+	a.kickDisk()
 	a.mu.Lock()
 	a.running, a.runSeq, a.lastExec = nil, 0, time.Now()
 	a.mu.Unlock()

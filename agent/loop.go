@@ -38,6 +38,7 @@ func (a *Agent) Run(ctx context.Context) {
 	tick := time.NewTicker(tickEvery)
 	defer tick.Stop()
 	go a.syncer(ctx) // what it has not synced when ctx ends, the log's Close does
+	go a.diskWatch(ctx)
 	ctxDone := ctx.Done()
 	for !a.over {
 		a.idle(ctx)
@@ -208,6 +209,11 @@ func (a *Agent) begin(ctx context.Context, j *job) {
 	a.cur = j
 	switch j.req.Op {
 	case execproto.OpExec:
+		if why := a.diskRefusal(j.req); why != "" {
+			_ = j.conn.SendError(j.id, contract.DiskCapCode, why)
+			a.end(j)
+			return
+		}
 		if x := a.startExec(ctx, j); a.cur == j {
 			a.exe = x // (an execution whose request could not reach the kernel has ended already)
 		}

@@ -156,3 +156,33 @@ func TestSnapshotPastItsBudgetIsStopped(t *testing.T) {
 }
 
 var _ = history.KindNote
+
+// Past the disk cap, executions are refused with a message that says how to go on; one that
+// ignores the cap runs (and frees space), and then executions run again.
+func TestDiskCapRefusesExecutionsPastIt(t *testing.T) {
+	cfg := stubConfig(t)
+	cfg.Workdir = t.TempDir() // apart from the state directory
+	cfg.DiskLimit = 1 << 20
+	s := startStub(t, cfg)
+	c := s.client(t)
+	execStub(t, c, "set before", 0)
+	execStub(t, c, "fill", 0)
+	var err error
+	require.Eventually(t, func() bool {
+		_, err = c.Exec(testCtx(t, 10*time.Second), execproto.Request{Code: "noop"}, execproto.Handlers{}, nil)
+		return err != nil
+	}, 20*time.Second, 20*time.Millisecond, "an execution past the cap was not refused")
+	assert.ErrorIs(t, err, execproto.ErrDiskCap)
+	assert.Contains(t, err.Error(), "past the session's disk cap of 1.0 MiB")
+	assert.Contains(t, err.Error(), "--ignore-disk-cap")
+	assert.Greater(t, s.Status().DiskUsed, int64(1<<20))
+
+	r, err := c.Exec(testCtx(t, 10*time.Second), execproto.Request{Code: "free", IgnoreDiskCap: true}, execproto.Handlers{}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, execproto.StatusOK, r.Status)
+	require.Eventually(t, func() bool {
+		_, err = c.Exec(testCtx(t, 10*time.Second), execproto.Request{Code: "noop"}, execproto.Handlers{}, nil)
+		return err == nil
+	}, 20*time.Second, 20*time.Millisecond, "executions did not run again once space was freed")
+	assert.Equal(t, "before", execStub(t, c, "get", 0).Stdout)
+}

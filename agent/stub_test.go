@@ -40,6 +40,8 @@ import (
 //	die-later        done, then exits with code 4 a moment later    (between executions)
 //	garbage-later    done, then a line that is not JSON a moment later
 //	close-later      done, then closes its event pipe a moment later and stays alive
+//	fill             writes 2 MiB to ./fill in its working directory
+//	free             removes ./fill
 //
 // A state of "fail-snapshot" makes snapshots fail, "slow-snapshot" makes the driver hang in
 // its snapshot, "vars-hang" keeps it from answering a variables request; a snapshot holding
@@ -146,6 +148,10 @@ func stubKernel() {
 				errv = map[string]string{"name": "KeyboardInterrupt", "value": "", "traceback": ""}
 			case "hang":
 				select {}
+			case "fill":
+				_ = os.WriteFile("fill", make([]byte, 2<<20), 0o644)
+			case "free":
+				_ = os.Remove("fill")
 			case "die-later", "garbage-later", "close-later":
 				go func() {
 					time.Sleep(100 * time.Millisecond)

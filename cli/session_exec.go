@@ -27,6 +27,8 @@ type ExecOptions struct {
 	Timeout   time.Duration
 	JSON      bool
 	MaxOutput int64
+	// IgnoreDiskCap runs the code past the session's disk cap.
+	IgnoreDiskCap bool
 }
 
 func newCmdExec(f *Factory, runF func(context.Context, *ExecOptions) error) *cobra.Command {
@@ -88,6 +90,7 @@ ends (the code may go on in the session).`,
 	c.Flags().Var(durationValue{&o.Timeout}, "timeout", "interrupt the code after this long (30s, 2m; a bare number is seconds)")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object with the result when the execution ends (nothing streamed)")
 	c.Flags().Var(sizeValue{&o.MaxOutput}, "max-output", "output delivered per stream (default: the session's, 4m)")
+	c.Flags().BoolVar(&o.IgnoreDiskCap, "ignore-disk-cap", false, "run even when the workspace is past the session's --disk cap (to free space)")
 	return c
 }
 
@@ -143,7 +146,7 @@ func execRun(ctx context.Context, o *ExecOptions) error {
 		}
 	}()
 
-	eo := session.ExecOptions{Timeout: o.Timeout, MaxOutput: o.MaxOutput, Detach: detach,
+	eo := session.ExecOptions{Timeout: o.Timeout, MaxOutput: o.MaxOutput, IgnoreDiskCap: o.IgnoreDiskCap, Detach: detach,
 		OnNotice: func(m string) { fmt.Fprintln(errw, "runtimectl: "+m) }}
 	if !o.JSON {
 		eo.Stdout, eo.Stderr = o.F.IO.Out, errw

@@ -62,6 +62,7 @@ hold again after stop and start; flags given for an existing session are ignored
 	fl.StringArrayVar(&o.Spec.Env, "env", nil, "environment variable KEY=VALUE (repeatable)")
 	fl.StringVar(&o.Spec.Snapshot, "snapshot", "every", "snapshot policy: every (after each state-changing execution) or manual")
 	fl.IntVar(&o.Spec.KeepSnapshots, "keep-snapshots", 10, "snapshots to keep")
+	fl.Var(sizeValue{&o.Spec.Disk}, "disk", "cap on the workspace's size: past it executions are refused (default 10g)")
 	fl.Var(sizeValue{&o.Spec.MaxOutput}, "max-output", "output delivered per stream and execution (default 4m)")
 	fl.Var(durationValue{&o.Spec.IdleStop}, "idle-stop", "record an idle policy: `session gc` stops the session after this long without an execution")
 	fl.BoolVar(&o.Upgrade, "upgrade", false, "move an existing session to the current image of its reference, restoring its state there")

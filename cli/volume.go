@@ -25,7 +25,7 @@ func newCmdVolumeLs(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			list, err := cl.Volumes().List(c.Context(), true)
+			list, err := cl.VolumeList(c.Context(), true)
 			if err != nil {
 				return err
 			}

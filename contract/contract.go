@@ -62,6 +62,8 @@ const (
 	// and a client's private stream (run with docker exec).
 	AgentServe   = "serve"
 	AgentConnect = "connect"
+	// AgentDu measures folder trees (a helper container runs it to size volumes).
+	AgentDu = "du"
 	// Flags of `runtime-agent serve`.
 	FlagLang    = "lang"
 	FlagState   = "state"
@@ -122,6 +124,13 @@ func ParseSnapshotPolicy(s string) (SnapshotPolicy, error) {
 	return "", fmt.Errorf("snapshot policy %q: use every or manual", s)
 }
 
+// DefaultDisk is the workspace's disk cap when a session's settings name none.
+const DefaultDisk = 10 << 30
+
+// DiskCapCode is the error code of an execution refused because the workspace is past its
+// disk cap; IgnoreDiskCap in the request runs it anyway (to free space).
+const DiskCapCode = "disk_cap"
+
 // SettingsSchema versions the settings document.
 const SettingsSchema = 1
 
@@ -142,9 +151,12 @@ type Settings struct {
 	Snapshot      SnapshotPolicy `json:"snapshot"`
 	KeepSnapshots int            `json:"keep_snapshots"`
 	MaxOutput     int64          `json:"max_output,omitempty"`
-	Runtime       string         `json:"runtime,omitempty"`
-	IdleStop      string         `json:"idle_stop,omitempty"` // a duration: `session gc` stops the session after this long idle
-	Created       time.Time      `json:"created"`
+	// Disk caps the bytes the workspace may take (0: DefaultDisk, for sessions made before the
+	// cap); the agent measures it and refuses executions past it.
+	Disk     int64     `json:"disk,omitempty"`
+	Runtime  string    `json:"runtime,omitempty"`
+	IdleStop string    `json:"idle_stop,omitempty"` // a duration: `session gc` stops the session after this long idle
+	Created  time.Time `json:"created"`
 
 	// Owner names who made the session through `runtimectl serve` (its token's name); "" for
 	// sessions made otherwise. The server shows a session only to its owner and to admins.

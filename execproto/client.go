@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/runtimectl/runtimectl/contract"
 )
 
 // ErrClosed is returned by calls on a client whose connection has ended. When the connection
@@ -19,6 +21,10 @@ var ErrClosed = errors.New("connection to the session's agent closed")
 // RemoteError with code "busy".
 var ErrBusy = errors.New("the session is busy")
 
+// ErrDiskCap is an execution the agent refused because the session's workspace is past its
+// disk cap; errors.Is finds it in a RemoteError with code contract.DiskCapCode.
+var ErrDiskCap = errors.New("the session's workspace is past its disk cap")
+
 // RemoteError is a request that the agent refused or failed as a whole.
 type RemoteError struct {
 	Op string
@@ -27,8 +33,11 @@ type RemoteError struct {
 
 func (e *RemoteError) Error() string { return e.Op + ": " + e.Message }
 
-// Is makes errors.Is(err, ErrBusy) true for a refusal of a full queue.
-func (e *RemoteError) Is(target error) bool { return target == ErrBusy && e.Code == "busy" }
+// Is makes errors.Is(err, ErrBusy) true for a refusal of a full queue, and errors.Is(err,
+// ErrDiskCap) for a refusal of a workspace past its disk cap.
+func (e *RemoteError) Is(target error) bool {
+	return target == ErrBusy && e.Code == "busy" || target == ErrDiskCap && e.Code == contract.DiskCapCode
+}
 
 // Handlers receive an execution's events while it runs. Each may be nil. They are called from
 // the goroutine that called Exec, one at a time and in order; a slow handler slows the stream.

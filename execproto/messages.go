@@ -67,6 +67,8 @@ type Request struct {
 	Code      string `json:"code,omitempty"`
 	TimeoutMs int64  `json:"timeout_ms,omitempty"` // 0: no timeout
 	MaxOutput int64  `json:"max_output,omitempty"` // bytes per stream delivered; 0: the agent's default
+	// IgnoreDiskCap runs the code even when the workspace is past its disk cap (to free space).
+	IgnoreDiskCap bool `json:"ignore_disk_cap,omitempty"`
 	// Restore
 	Snapshot string `json:"snapshot,omitempty"`
 	// Snapshot
@@ -131,6 +133,10 @@ type Status struct {
 	PendingSeq     int64  `json:"pending_seq,omitempty"`
 	KernelPID      int    `json:"kernel_pid"`
 	KernelRestarts int    `json:"kernel_restarts"`
+	// DiskUsed is the workspace's size as last measured (-1: not measured yet); DiskLimit is its
+	// cap (0: none).
+	DiskUsed  int64 `json:"disk_used"`
+	DiskLimit int64 `json:"disk_limit,omitempty"`
 }
 
 // SnapshotReply is the reply to OpSnapshot.

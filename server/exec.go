@@ -23,6 +23,8 @@ type execRequest struct {
 	Code      string   `json:"code"`
 	Timeout   Duration `json:"timeout"`    // seconds, or "30s"; 0: none
 	MaxOutput Size     `json:"max_output"` // bytes per stream delivered; 0: the session's default
+	// IgnoreDiskCap runs the code even past the session's disk cap (to free space).
+	IgnoreDiskCap bool `json:"ignore_disk_cap"`
 }
 
 // richOutput is a rich output with its bytes (base64 in JSON).
@@ -161,7 +163,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, tok Token) {
 		}
 		close(detach)
 	}()
-	eo := session.ExecOptions{Timeout: time.Duration(req.Timeout), MaxOutput: int64(req.MaxOutput), Detach: detach}
+	eo := session.ExecOptions{Timeout: time.Duration(req.Timeout), MaxOutput: int64(req.MaxOutput), IgnoreDiskCap: req.IgnoreDiskCap, Detach: detach}
 	if stream {
 		w.Header().Set("Content-Type", NDJSON)
 		w.Header().Set("X-Content-Type-Options", "nosniff")

@@ -93,7 +93,10 @@ type Spec struct {
 	Snapshot      string
 	KeepSnapshots int
 	MaxOutput     int64
-	Runtime       string // e.g. runsc (gVisor), when the engine has it
+	// Disk caps the workspace's size (bytes; default contract.DefaultDisk, 10 GiB): the agent
+	// measures it and refuses executions past it (ErrDiskCap).
+	Disk    int64
+	Runtime string // e.g. runsc (gVisor), when the engine has it
 	// VolumeOpts are driver options for the session's volume, used when it is created: for
 	// example {"type": "tmpfs", "device": "tmpfs", "o": "size=64m"} caps it at 64 MiB in memory.
 	VolumeOpts map[string]string
@@ -156,6 +159,12 @@ func (s Spec) settings() (Settings, error) {
 	if s.KeepSnapshots < 0 {
 		return Settings{}, fmt.Errorf("%w snapshots to keep %d: give 1 or more (0 keeps the default, %d)", ErrInvalid, s.KeepSnapshots, snapshot.DefaultKeep)
 	}
+	if s.Disk == 0 {
+		s.Disk = contract.DefaultDisk
+	}
+	if s.Disk < 64<<20 {
+		return Settings{}, fmt.Errorf("%w disk cap %d bytes: give at least 64m (default 10g)", ErrInvalid, s.Disk)
+	}
 	if s.MaxOutput < 0 {
 		return Settings{}, fmt.Errorf("%w output cap %d: give a positive size (0 keeps the default)", ErrInvalid, s.MaxOutput)
 	}
@@ -167,7 +176,7 @@ func (s Spec) settings() (Settings, error) {
 		IdleStop: idle, Owner: s.Owner,
 		Schema: SettingsSchema, Session: s.Name, Lang: s.Lang, Image: s.Image, Memory: s.Memory, CPUs: s.CPUs,
 		Pids: s.Pids, Network: s.Network, Env: s.Env, Snapshot: policy, KeepSnapshots: s.KeepSnapshots,
-		MaxOutput: s.MaxOutput, Runtime: s.Runtime, Created: time.Now().UTC(),
+		MaxOutput: s.MaxOutput, Disk: s.Disk, Runtime: s.Runtime, Created: time.Now().UTC(),
 	}, nil
 }
 

@@ -28,6 +28,9 @@ var (
 	ErrUnreachable = containers.ErrUnreachable
 	// ErrBusy is an execution refused because the session's queue is full: try again.
 	ErrBusy = execproto.ErrBusy
+	// ErrDiskCap is an execution refused because the session's workspace is past its disk cap
+	// (Spec.Disk): free space with ExecOptions.IgnoreDiskCap, or copy out and remove.
+	ErrDiskCap = execproto.ErrDiskCap
 )
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)

@@ -232,6 +232,9 @@ type ExecOptions struct {
 	AnswerGrace time.Duration
 	// MaxOutput caps the bytes of each stream delivered; 0 is the session's default.
 	MaxOutput int64
+	// IgnoreDiskCap runs the code even when the workspace is past the session's disk cap
+	// (Spec.Disk), which otherwise refuses it with ErrDiskCap: for code that frees space.
+	IgnoreDiskCap bool
 	// OnStdout and OnStderr receive output as it is produced (called from one goroutine).
 	OnStdout func([]byte)
 	OnStderr func([]byte)
@@ -292,7 +295,7 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 		},
 		Notice: o.OnNotice,
 	}
-	req := execproto.Request{Code: code, TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput}
+	req := execproto.Request{Code: code, TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput, IgnoreDiskCap: o.IgnoreDiskCap}
 	start := time.Now()
 	wire, err := conn.Exec(ctx, req, h, detach)
 	if err != nil {

@@ -31,7 +31,7 @@ var version = "dev"
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: runtime-agent serve --lang LANG | connect | version")
+		fmt.Fprintln(os.Stderr, "usage: runtime-agent serve --lang LANG | connect | du PATH... | version")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -42,6 +42,8 @@ func main() {
 			fmt.Fprintln(os.Stderr, "runtime-agent connect:", err)
 			os.Exit(1)
 		}
+	case contract.AgentDu:
+		os.Exit(du(os.Args[2:]))
 	case "version":
 		fmt.Printf("runtime-agent %s (protocol %d)\n", version, execproto.Version)
 	default:
@@ -83,6 +85,7 @@ func serve(args []string) int {
 		UID:            *uid,
 		GID:            gid,
 		MaxOutput:      st.MaxOutput,
+		DiskLimit:      diskLimit(st.Disk),
 		Grace:          time.Duration(st.GraceMs) * time.Millisecond,
 		SnapshotPolicy: st.Snapshot,
 		KeepSnapshots:  st.KeepSnapshots,
@@ -109,4 +112,31 @@ func serve(args []string) int {
 	}
 	<-ranDone
 	return 0
+}
+
+// diskLimit is the workspace's cap from the settings: sessions made before the cap get the
+// default one.
+func diskLimit(b int64) int64 {
+	if b <= 0 {
+		return contract.DefaultDisk
+	}
+	return b
+}
+
+// du prints, for each path, one JSON line: what the tree there takes on disk (agent.MeasureTree),
+// or why it could not be measured. The controller runs it in a helper container to size volumes
+// that the engine cannot (folders thousands of levels deep).
+func du(paths []string) int {
+	enc := json.NewEncoder(os.Stdout)
+	rc := 0
+	for _, p := range paths {
+		u, err := agent.MeasureTree(p)
+		line := map[string]any{"path": p, "bytes": u.Bytes, "entries": u.Entries, "skipped": u.Skipped, "depth": u.Depth}
+		if err != nil {
+			line["error"] = err.Error()
+			rc = 1
+		}
+		_ = enc.Encode(line)
+	}
+	return rc
 }

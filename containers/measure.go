@@ -1,0 +1,101 @@
+package containers
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/docker/go-units"
+
+	"github.com/runtimectl/runtimectl/contract"
+)
+
+// LabelHelper marks a short-lived helper container (never a session's).
+const LabelHelper = "io.runtimectl.helper"
+
+// Measurement is what `runtime-agent du` printed for one path.
+type Measurement struct {
+	Path    string `json:"path"`
+	Bytes   int64  `json:"bytes"`
+	Entries int64  `json:"entries"`
+	Skipped int64  `json:"skipped"`
+	Depth   int    `json:"depth"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Measure measures volumes (their bytes on disk) in a short-lived helper container of image
+// (an image with runtimectl's agent): `runtime-agent du` walks each with folder descriptors, so
+// a folder thousands of levels deep is measured where the engine's own volume sizes give up. The
+// helper mounts the volumes read-only, has no network, and only the capability to read what it
+// measures. It returns one size per volume, -1 for one it could not measure.
+func (m *Manager) Measure(ctx context.Context, image string, vols []string) ([]int64, error) {
+	cmd := []string{contract.AgentBinary, contract.AgentDu}
+	var ms []mount.Mount
+	for i, v := range vols {
+		p := "/measure/" + strconv.Itoa(i)
+		ms = append(ms, mount.Mount{Type: mount.TypeVolume, Source: v, Target: p, ReadOnly: true})
+		cmd = append(cmd, p)
+	}
+	pids := int64(16)
+	cfg := &container.Config{Image: image, Entrypoint: cmd, User: "0:0", NetworkDisabled: true,
+		Labels: map[string]string{LabelHelper: "measure"}}
+	hc := &container.HostConfig{
+		NetworkMode: "none", CapDrop: []string{"ALL"}, CapAdd: []string{"DAC_READ_SEARCH"},
+		SecurityOpt: []string{"no-new-privileges"}, ReadonlyRootfs: true, Mounts: ms,
+		Resources: container.Resources{Memory: 256 << 20, MemorySwap: 256 << 20, PidsLimit: &pids, NanoCPUs: 1e9,
+			Ulimits: []*units.Ulimit{{Name: "nofile", Soft: OpenFilesLimit, Hard: OpenFilesLimit}}},
+	}
+	created, err := m.api.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if err != nil {
+		return nil, fmt.Errorf("measure volumes: %w", m.classify(err))
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = m.api.ContainerRemove(rctx, created.ID, container.RemoveOptions{Force: true})
+	}()
+	waitC, errC := m.api.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
+	if err := m.api.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		return nil, fmt.Errorf("measure volumes: %w", m.classify(err))
+	}
+	select {
+	case <-waitC:
+	case err := <-errC:
+		return nil, fmt.Errorf("measure volumes: %w", m.classify(err))
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	rc, err := m.api.ContainerLogs(ctx, created.ID, container.LogsOptions{ShowStdout: true})
+	if err != nil {
+		return nil, fmt.Errorf("measure volumes: %w", m.classify(err))
+	}
+	defer rc.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &bytes.Buffer{}, rc); err != nil {
+		return nil, fmt.Errorf("measure volumes: read the helper's output: %w", err)
+	}
+	sizes := make([]int64, len(vols))
+	for i := range sizes {
+		sizes[i] = -1
+	}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		var r Measurement
+		if json.Unmarshal(sc.Bytes(), &r) != nil || r.Error != "" {
+			continue
+		}
+		n, ok := strings.CutPrefix(r.Path, "/measure/")
+		if i, err := strconv.Atoi(n); ok && err == nil && i >= 0 && i < len(sizes) {
+			sizes[i] = r.Bytes
+		}
+	}
+	return sizes, nil
+}

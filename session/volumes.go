@@ -1,0 +1,50 @@
+package session
+
+import (
+	"context"
+
+	"github.com/runtimectl/runtimectl/images"
+	"github.com/runtimectl/runtimectl/lang"
+	"github.com/runtimectl/runtimectl/volumes"
+)
+
+// VolumeList lists the sessions' volumes (workspace and state volume as one entry), with their
+// sizes when withSize. A volume the engine cannot size (it gives up on a folder thousands of
+// levels deep) is measured by a helper container of the session's image (containers.Measure);
+// its size stays unknown (-1) only when that fails too.
+func (c *Client) VolumeList(ctx context.Context, withSize bool) ([]volumes.Volume, error) {
+	list, err := c.vol.List(ctx, withSize)
+	if err != nil || !withSize {
+		return list, err
+	}
+	for i, v := range list {
+		if v.Size >= 0 {
+			continue
+		}
+		names := []string{v.Name}
+		if v.State != "" && v.State != v.Name {
+			names = append(names, v.State)
+		}
+		image := ""
+		if st, err := decodeSettings(v.Settings); err == nil {
+			image = st.Image
+		} else if l, err := lang.Get("python"); err == nil {
+			image = images.Ref(l)
+		}
+		sizes, err := c.ctr.Measure(ctx, image, names)
+		if err != nil {
+			c.logger.Warn("measure volumes", "volume", v.Name, "err", err)
+			continue
+		}
+		total := int64(0)
+		for _, s := range sizes {
+			if s < 0 {
+				total = -1
+				break
+			}
+			total += s
+		}
+		list[i].Size = total
+	}
+	return list, nil
+}
