@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runtimectl/runtimectl/backend"
 	"os"
 	"strings"
 	"time"
@@ -77,6 +78,9 @@ Exits 0 when every check passes and 125 when one fails.`,
 
 // runDoctor runs the checks in order; without an engine the others cannot run and are left out.
 func runDoctor(ctx context.Context, f *Factory) []doctorCheck {
+	if f.backend() == backend.Kubernetes {
+		return runKubeDoctor(ctx, f)
+	}
 	eng, err := engineInfo(ctx, f, 10*time.Second)
 	if err != nil {
 		return []doctorCheck{{Check: "engine", Detail: oneLine(err.Error()),

@@ -48,6 +48,9 @@ with 'make base-image'. Prints the image references.`,
 				if err != nil {
 					return err
 				}
+				if cl.Images() == nil {
+					return noImages(cl)
+				}
 				img, err := cl.Images().BuildFile(c.Context(), file, tag, f.IO.Err)
 				if err != nil {
 					return err
@@ -77,6 +80,9 @@ with 'make base-image'. Prints the image references.`,
 			if err != nil {
 				return err
 			}
+			if cl.Images() == nil {
+				return noImages(cl)
+			}
 			for _, l := range langs {
 				ref, _, err := cl.Images().Build(c.Context(), images.BuildOptions{Lang: l, Base: base, Progress: f.IO.Err, Force: force})
 				if err != nil {
@@ -105,6 +111,9 @@ func newCmdImageLs(f *Factory) *cobra.Command {
 			cl, err := f.Client()
 			if err != nil {
 				return err
+			}
+			if cl.Images() == nil {
+				return noImages(cl)
 			}
 			list, err := cl.Images().List(c.Context())
 			if err != nil {
@@ -164,6 +173,9 @@ func newCmdImageRm(f *Factory) *cobra.Command {
 			cl, err := f.Client()
 			if err != nil {
 				return err
+			}
+			if cl.Images() == nil {
+				return noImages(cl)
 			}
 			if !force {
 				list, err := cl.List(c.Context())

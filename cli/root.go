@@ -23,6 +23,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runtimectl/runtimectl/backend"
+	"github.com/runtimectl/runtimectl/kube"
 	"github.com/runtimectl/runtimectl/session"
 )
 
@@ -41,6 +43,11 @@ type Factory struct {
 	IO      IO
 	Host    string
 	Verbose int
+	// Backend is the engine: docker (default) or kubernetes (--backend, RUNTIMECTL_BACKEND);
+	// Kubeconfig and Namespace say which cluster and namespace for kubernetes.
+	Backend    string
+	Kubeconfig string
+	Namespace  string
 
 	once   sync.Once
 	client *session.Client
@@ -62,9 +69,37 @@ func (f *Factory) Client() (*session.Client, error) {
 			level = slog.LevelDebug
 		}
 		logger := slog.New(slog.NewTextHandler(f.IO.Err, &slog.HandlerOptions{Level: level}))
-		f.client, f.err = session.New(session.WithHost(f.Host), session.WithLogger(logger))
+		switch f.backend() {
+		case backend.Docker:
+			f.client, f.err = session.New(session.WithHost(f.Host), session.WithLogger(logger))
+		case backend.Kubernetes:
+			var b *kube.Backend
+			b, f.err = kube.New(kube.Config{Kubeconfig: f.Kubeconfig, Namespace: f.Namespace, Options: kubeOptions(), Logger: logger})
+			if f.err == nil {
+				f.client = session.NewWithBackend(b.Session(), session.WithLogger(logger))
+			}
+		default:
+			f.err = usagef("backend %q: use docker or kubernetes (--backend, or RUNTIMECTL_BACKEND)", f.backend())
+		}
 	})
 	return f.client, f.err
+}
+
+// backend is the engine chosen: --backend, else RUNTIMECTL_BACKEND, else docker.
+func (f *Factory) backend() string {
+	if f.Backend != "" {
+		return f.Backend
+	}
+	if b := os.Getenv("RUNTIMECTL_BACKEND"); b != "" {
+		return b
+	}
+	return backend.Docker
+}
+
+// kubeOptions are the cluster's choices for sessions, from the environment:
+// RUNTIMECTL_KUBE_STORAGE_CLASS (default: the cluster's default class).
+func kubeOptions() kube.Options {
+	return kube.Options{StorageClass: os.Getenv("RUNTIMECTL_KUBE_STORAGE_CLASS")}
 }
 
 // exitError carries an exit code that is not an error of runtimectl itself (the code's status).
@@ -161,11 +196,14 @@ being stopped, killed or replaced.`,
 	}
 	root.PersistentFlags().StringVarP(&f.Host, "host", "H", "", "Docker engine to use (default: $DOCKER_HOST or the local socket)")
 	root.PersistentFlags().CountVarP(&f.Verbose, "verbose", "v", "log more on stderr")
+	root.PersistentFlags().StringVar(&f.Backend, "backend", "", "engine: docker or kubernetes (default: $RUNTIMECTL_BACKEND, else docker)")
+	root.PersistentFlags().StringVar(&f.Kubeconfig, "kubeconfig", "", "kubernetes: the cluster's kubeconfig (default: $KUBECONFIG, else ~/.kube/config)")
+	root.PersistentFlags().StringVar(&f.Namespace, "namespace", "", "kubernetes: the namespace of the sessions (default: the kubeconfig context's, else default)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v; see `%s --help`", err, c.CommandPath())
 	})
 	root.AddCommand(newCmdSession(f), newCmdImage(f), newCmdVolume(f), newCmdVersion(f))
-	root.AddCommand(newCmdDoctor(f), newCmdCompletion(f), newCmdServe(f))
+	root.AddCommand(newCmdDoctor(f), newCmdCompletion(f), newCmdServe(f), newCmdKube(f))
 	return root
 }
 

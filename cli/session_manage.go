@@ -240,12 +240,12 @@ func newCmdInterrupt(f *Factory) *cobra.Command {
 				return err
 			}
 			// A stopped session is left stopped: nothing runs in it.
-			ci, err := cl.Containers().Inspect(c.Context(), a[0])
+			ci, err := cl.Runtimes().Inspect(c.Context(), a[0])
 			if err != nil && !errors.Is(err, containers.ErrNotFound) {
 				return err
 			}
 			if err != nil || !ci.Running {
-				if _, verr := cl.Volumes().Inspect(c.Context(), a[0]); err != nil && verr != nil {
+				if _, verr := cl.Storage().Inspect(c.Context(), a[0]); err != nil && verr != nil {
 					return fmt.Errorf("%w %q: start it with `runtimectl session start %s`", session.ErrNotFound, a[0], a[0])
 				}
 				fmt.Fprintf(f.IO.Err, "runtimectl: session %s is not running: nothing was running\n", a[0])

@@ -63,7 +63,7 @@ func newCmdVolumeRm(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return cl.Volumes().Remove(c.Context(), a[0])
+			return cl.Storage().Remove(c.Context(), a[0])
 		},
 	}
 }
@@ -80,11 +80,11 @@ func newCmdVolumePrune(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			vols, err := cl.Volumes().List(c.Context(), false)
+			vols, err := cl.Storage().List(c.Context(), false)
 			if err != nil {
 				return err
 			}
-			ctrs, err := cl.Containers().List(c.Context())
+			ctrs, err := cl.Runtimes().List(c.Context())
 			if err != nil {
 				return err
 			}
@@ -97,7 +97,7 @@ func newCmdVolumePrune(f *Factory) *cobra.Command {
 					continue
 				}
 				if !dryRun {
-					if err := cl.Volumes().Remove(c.Context(), v.Name); err != nil {
+					if err := cl.Storage().Remove(c.Context(), v.Name); err != nil {
 						return err
 					}
 				}

@@ -248,7 +248,7 @@ func (s *Server) readOne(r *http.Request, name, path string, max int64) ([]byte,
 	if err != nil {
 		return nil, err
 	}
-	rc, err := s.cfg.Client.Containers().CopyFrom(r.Context(), name, abs)
+	rc, err := s.cfg.Client.Runtimes().CopyFrom(r.Context(), name, abs)
 	if err != nil {
 		return nil, err
 	}

@@ -158,7 +158,7 @@ func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 		}
 		return
 	}
-	info, err := s.cfg.Client.Containers().Stat(ctx, name, abs)
+	info, err := s.cfg.Client.Runtimes().Stat(ctx, name, abs)
 	if err != nil {
 		fail(w, err)
 		return

@@ -63,7 +63,7 @@ func (sc sessionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sessions
 func (sc sessionCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	list, err := sc.c.Containers().List(ctx)
+	list, err := sc.c.Runtimes().List(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(sessionsDesc, err)
 		return

@@ -48,7 +48,7 @@ func (s *Server) info(ctx context.Context, name string) (session.Info, error) {
 		return session.Info{}, err
 	}
 	in := session.Info{Name: name, Lang: st.Lang, Image: st.Image, Created: st.Created, Executions: -1, Owner: st.Owner, State: "removed"}
-	ci, err := s.cfg.Client.Containers().Inspect(ctx, name)
+	ci, err := s.cfg.Client.Runtimes().Inspect(ctx, name)
 	switch {
 	case err == nil:
 		in.State = ci.State

@@ -18,12 +18,15 @@ import (
 	"github.com/runtimectl/runtimectl/volumes"
 )
 
-// Client manages sessions on one Docker engine.
+// Client manages sessions on one engine: Docker (New) or another backend (NewWithBackend).
 type Client struct {
-	ctr    *containers.Manager
-	img    *images.Builder
-	vol    *volumes.Manager
-	closer io.Closer
+	ctr     Runtimes
+	img     *images.Builder // nil where the engine builds no images (Kubernetes)
+	vol     Storage
+	backend string
+	docker  *containers.Manager // ctr on Docker, else nil
+	dvol    *volumes.Manager    // vol on Docker, else nil
+	closer  io.Closer
 	logger *slog.Logger
 	host   string
 	// callTimeout bounds short Docker API calls; streams live as long as the caller's context.
@@ -55,10 +58,14 @@ func New(opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctr, vol := containers.New(cli), volumes.New(cli)
 	return &Client{
-		ctr:         containers.New(cli),
+		ctr:         ctr,
 		img:         images.New(cli, runtimectl.Assets),
-		vol:         volumes.New(cli),
+		vol:         vol,
+		backend:     "docker",
+		docker:      ctr,
+		dvol:        vol,
 		closer:      cli,
 		logger:      o.logger,
 		host:        o.host,
@@ -66,17 +73,43 @@ func New(opts ...Option) (*Client, error) {
 	}, nil
 }
 
+// NewWithBackend returns a Client on another engine than Docker (see Runtimes and Storage; the
+// kube package makes one for Kubernetes). Such a client builds no images: Images is nil.
+func NewWithBackend(b Backend, opts ...Option) *Client {
+	o := options{logger: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	closer := b.Closer
+	if closer == nil {
+		closer = io.NopCloser(nil)
+	}
+	return &Client{ctr: b.Runtimes, vol: b.Storage, backend: b.Name, closer: closer, logger: o.logger, callTimeout: 30 * time.Second}
+}
+
 // Close releases the client's connections to the engine.
 func (c *Client) Close() error { return c.closer.Close() }
 
-// Images returns the image builder, for `runtimectl image`.
+// Backend names the engine: docker or kubernetes.
+func (c *Client) Backend() string { return c.backend }
+
+// Images returns the image builder, for `runtimectl image`; nil on an engine that builds no
+// images (Kubernetes: images come from a registry).
 func (c *Client) Images() *images.Builder { return c.img }
 
-// Volumes returns the volume manager, for `runtimectl volume`.
-func (c *Client) Volumes() *volumes.Manager { return c.vol }
+// Runtimes returns the sessions' runtimes (containers, pods), for the commands and the server.
+func (c *Client) Runtimes() Runtimes { return c.ctr }
 
-// Containers returns the container manager (inspection for tests and operators).
-func (c *Client) Containers() *containers.Manager { return c.ctr }
+// Storage returns the sessions' volumes, for `runtimectl volume`.
+func (c *Client) Storage() Storage { return c.vol }
+
+// Volumes returns the Docker volume manager (nil on another engine), for tests and Docker's
+// own operations.
+func (c *Client) Volumes() *volumes.Manager { return c.dvol }
+
+// Containers returns the Docker container manager (nil on another engine), for tests and
+// Docker's own operations (inspect documents, kill, logs).
+func (c *Client) Containers() *containers.Manager { return c.docker }
 
 // Spec describes a new session. Zero values take the defaults.
 type Spec struct {
@@ -312,6 +345,9 @@ func (c *Client) undoCreate(ctx context.Context, info StartInfo, name string, co
 }
 
 func (c *Client) checkImage(ctx context.Context, st Settings) error {
+	if c.img == nil {
+		return nil // the cluster pulls it: an image it cannot pull fails the start, saying so
+	}
 	_, err := c.img.Inspect(ctx, st.Image)
 	switch {
 	case err == nil:

@@ -109,6 +109,9 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 				do(GCAction{Session: v.Session, Action: "report", Reason: fmt.Sprintf("volume %s has no container and unreadable settings (%v); remove it with `runtimectl volume rm %s`", v.Name, err, v.Name)}, nil)
 				continue
 			}
+			if c.img == nil {
+				continue
+			}
 			if _, err := c.img.Inspect(ctx, st.Image); err != nil && (errors.Is(err, images.ErrNotFound) || errors.Is(err, images.ErrNoAgent)) {
 				do(GCAction{Session: v.Session, Action: "report", Reason: fmt.Sprintf("volume %s has no container and its image %s is unusable (%v); build the image or remove the volume", v.Name, st.Image, err)}, nil)
 			}

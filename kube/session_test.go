@@ -1,0 +1,188 @@
+package kube
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runtimectl/runtimectl/images"
+	"github.com/runtimectl/runtimectl/lang"
+	"github.com/runtimectl/runtimectl/session"
+)
+
+var provisionerOnce sync.Once
+
+// sessionClient returns a session.Client on the local cluster through the seam
+// (session.NewWithBackend), in a fresh namespace, with claims of the local storage class that
+// the in-process local provisioner binds (as `make kube-up`'s does for the CLI).
+func sessionClient(t *testing.T) (*session.Client, *Backend) {
+	t.Helper()
+	b := cluster(t)
+	provisionerOnce.Do(func() {
+		go RunLocalProvisioner(context.Background(), b.cs, LocalStorageClass, LocalVolumeDir, nil)
+	})
+	kb, err := New(Config{Kubeconfig: localKubeconfig, Namespace: b.ns, StartTimeout: 2 * time.Minute,
+		Options: Options{StorageClass: LocalStorageClass, WorkspaceSize: "1Gi", StateSize: "100Mi"}})
+	require.NoError(t, err)
+	c := session.NewWithBackend(kb.Session())
+	t.Cleanup(func() { c.Close() })
+	return c, kb
+}
+
+func execOK(t *testing.T, s *session.Session, code string) *session.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := s.Exec(ctx, code, session.ExecOptions{})
+	require.NoError(t, err, code)
+	require.Equal(t, "ok", string(r.Status), "%s: %s %s", code, r.Stderr, r.Message)
+	return r
+}
+
+// The issue's scenario through the session library, on the cluster: start, state, the pod
+// deleted behind runtimectl's back (the next exec brings it back on the same claims, with its
+// state, and says so), ls, stop (the pod goes, the claims stay), start again, history and
+// snapshots, cp in and out, rm (claims gone).
+func TestSessionLibraryOnKubernetes(t *testing.T) {
+	c, kb := sessionClient(t)
+	ctx := context.Background()
+	l, _ := lang.Get("bash")
+	s, info, err := c.Start(ctx, session.Spec{Name: "life", Lang: "bash", Image: images.Ref(l), Memory: 256 << 20})
+	require.NoError(t, err)
+	defer s.Close()
+	assert.True(t, info.Created)
+	execOK(t, s, "x=41; arr=(a b)")
+	s.Close() // as a command's handle ends; the next command opens its own
+
+	// The pod is deleted behind runtimectl's back; its claims stay.
+	zero := int64(0)
+	require.NoError(t, kb.cs.CoreV1().Pods(kb.ns).Delete(ctx, PodName("life"), metav1.DeleteOptions{GracePeriodSeconds: &zero}))
+	require.Eventually(t, func() bool {
+		_, err := kb.cs.CoreV1().Pods(kb.ns).Get(ctx, PodName("life"), metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, time.Minute, 100*time.Millisecond)
+	s, info, err = c.Open(ctx, "life")
+	require.NoError(t, err)
+	defer s.Close()
+	assert.True(t, info.Recreate, "the pod is made again from the claims' settings")
+	var notices []string
+	r, err := s.Exec(ctx, `echo $((x + 1)) ${arr[1]}`, session.ExecOptions{OnNotice: func(m string) { notices = append(notices, m) }})
+	require.NoError(t, err)
+	assert.Equal(t, "42 b\n", r.Stdout, "the state came back on a new pod")
+	require.NotEmpty(t, notices, "the caller is told the session was brought back")
+	assert.Contains(t, notices[0], "restored")
+
+	list, err := c.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, "life", list[0].Name)
+	assert.Equal(t, "running", list[0].State)
+
+	// cp in and out, with the same code as on Docker.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "in.txt"), []byte("from the host\n"), 0o644))
+	require.NoError(t, c.CopyTo(ctx, "life", filepath.Join(dir, "in.txt"), "/workspace/in.txt"))
+	execOK(t, s, "cat /workspace/in.txt > /workspace/out.txt; echo more >> /workspace/out.txt")
+	require.NoError(t, c.CopyFrom(ctx, "life", "/workspace/out.txt", filepath.Join(dir, "out.txt")))
+	got, err := os.ReadFile(filepath.Join(dir, "out.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "from the host\nmore\n", string(got))
+
+	// stop: a snapshot, the pod deleted, the claims kept.
+	require.NoError(t, c.Stop(ctx, "life"))
+	_, err = kb.cs.CoreV1().Pods(kb.ns).Get(ctx, PodName("life"), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "stop deletes the pod")
+	for _, claim := range []string{WorkspaceClaim("life"), StateClaim("life")} {
+		_, err := kb.cs.CoreV1().PersistentVolumeClaims(kb.ns).Get(ctx, claim, metav1.GetOptions{})
+		assert.NoError(t, err, "stop keeps claim %s", claim)
+	}
+	list, err = c.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.NotEqual(t, "running", list[0].State)
+
+	s2, info, err := c.Start(ctx, session.Spec{Name: "life"})
+	require.NoError(t, err)
+	defer s2.Close()
+	assert.True(t, info.Recreate, "the pod is made again from the claims' settings")
+	r = execOK(t, s2, `echo $x ${arr[0]}`)
+	assert.Equal(t, "41 a\n", r.Stdout)
+
+	h, _, err := c.History(ctx, "life")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(h), 4)
+	assert.Equal(t, "x=41; arr=(a b)", h[0].Code)
+	snaps, err := c.Snapshots(ctx, "life")
+	require.NoError(t, err)
+	assert.NotEmpty(t, snaps)
+
+	require.NoError(t, c.Remove(ctx, "life", true))
+	for _, claim := range []string{WorkspaceClaim("life"), StateClaim("life")} {
+		_, err := kb.cs.CoreV1().PersistentVolumeClaims(kb.ns).Get(ctx, claim, metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "rm removes claim %s", claim)
+	}
+	list, err = c.List(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, list)
+}
+
+// The CLI on the cluster: --backend kubernetes with --kubeconfig and --namespace, the commands
+// an agent types.
+func TestCLIOnKubernetes(t *testing.T) {
+	_, kb := sessionClient(t)
+	bin := filepath.Join(t.TempDir(), "runtimectl")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/runtimectl").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	l, _ := lang.Get("bash")
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--backend", "kubernetes", "--kubeconfig", localKubeconfig, "--namespace", kb.ns}, args...)...)
+		cmd.Env = append(os.Environ(), "RUNTIMECTL_KUBE_STORAGE_CLASS="+LocalStorageClass)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "runtimectl %v: %s", args, out)
+		return string(out)
+	}
+	run("session", "start", "cli", "--lang", "bash", "--image", images.Ref(l), "--memory", "256m")
+	run("session", "exec", "cli", "n=6")
+	assert.Contains(t, run("session", "exec", "cli", "echo $((n * 7))"), "42")
+	assert.Contains(t, run("session", "ls"), "cli")
+	run("session", "stop", "cli")
+	assert.Contains(t, run("session", "exec", "cli", "echo $n"), "6")
+	assert.Contains(t, run("kube", "rbac"), "pods/exec")
+	run("session", "rm", "-f", "cli")
+	assert.NotContains(t, run("session", "ls", "-q"), "cli")
+}
+
+// An unreachable cluster is exit 125 with the kubeconfig's server named.
+func TestCLIUnreachableClusterNamesTheServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI (skipped under -short)")
+	}
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	require.NoError(t, os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u, namespace: agents}}]
+current-context: c
+`), 0o600))
+	bin := filepath.Join(dir, "runtimectl")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/runtimectl").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	cmd := exec.Command(bin, "--backend", "kubernetes", "--kubeconfig", kc, "session", "ls")
+	out, err = cmd.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%s", out)
+	assert.Equal(t, 125, ee.ExitCode())
+	assert.Contains(t, string(out), "https://127.0.0.1:1")
+}

@@ -1,0 +1,77 @@
+package session
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/volumes"
+)
+
+// The backend seam. Everything session asks of an engine goes through these two interfaces:
+// Runtimes for a session's runtime (a container on Docker, a pod on Kubernetes) and Storage for
+// its volumes (a named volume pair on Docker, two PersistentVolumeClaims on Kubernetes). The
+// Docker engine implements them with the containers and volumes packages directly; the kube
+// package implements them over client-go (kube.Backend.Session). Nothing else in session knows
+// which engine it talks to; where the engines differ (Kubernetes deletes the pod on stop, so a
+// start makes it again from the volumes' settings) the common path already covers both.
+//
+// The types are the containers and volumes packages' own: a backend other than Docker fills
+// what it has (Info.StateMounted is true for a runtime that mounts the state's storage) and
+// returns errors that errors.Is finds as containers.ErrNotFound, volumes.ErrNotFound,
+// containers.ErrUnreachable and volumes.ErrInUse.
+
+// Runtimes drives sessions' runtimes.
+type Runtimes interface {
+	// Create makes the runtime from spec; CreateIfAbsent also says whether this call made it,
+	// and returns containers.ErrBeingCreated while another is making it.
+	Create(ctx context.Context, spec containers.Spec) (containers.Info, error)
+	CreateIfAbsent(ctx context.Context, spec containers.Spec) (containers.Info, bool, error)
+	Start(ctx context.Context, session string) error
+	Stop(ctx context.Context, session string, timeout time.Duration) error
+	Remove(ctx context.Context, session string, force bool) error
+	Inspect(ctx context.Context, session string) (containers.Info, error)
+	List(ctx context.Context) ([]containers.Info, error)
+	// Dial opens a private duplex stream to the session's agent (`runtime-agent connect`).
+	Dial(ctx context.Context, session string) (io.ReadWriteCloser, error)
+	CopyTo(ctx context.Context, session, dir string, content io.Reader) error
+	CopyFrom(ctx context.Context, session, path string) (io.ReadCloser, error)
+	Stat(ctx context.Context, session, path string) (containers.PathInfo, error)
+	// Host names the engine as it is reached; Engine asks it for its version.
+	Host() string
+	Engine(ctx context.Context) (containers.Engine, error)
+	// EnsureNetwork makes the network a --network setting needs (nothing where the engine
+	// isolates sessions otherwise).
+	EnsureNetwork(ctx context.Context, setting string) error
+	// Measure sizes volumes the engine cannot (see containers.Manager.Measure).
+	Measure(ctx context.Context, image string, vols []string) ([]int64, error)
+}
+
+// Storage manages sessions' volumes, with the session's settings on them.
+type Storage interface {
+	Create(ctx context.Context, session, lang, settings string, opts ...volumes.CreateOption) (volumes.Volume, error)
+	// EnsureState makes the session's state volume when it is missing (a session made before
+	// it had one) and says whether it did.
+	EnsureState(ctx context.Context, session string) (bool, error)
+	Inspect(ctx context.Context, session string) (volumes.Volume, error)
+	// Remove removes a volume by name (Volume.Name), its state volume with it.
+	Remove(ctx context.Context, name string) error
+	RemoveSession(ctx context.Context, session string) error
+	RemoveState(ctx context.Context, session string) error
+	List(ctx context.Context, withSize bool) ([]volumes.Volume, error)
+}
+
+// Backend is an engine for NewWithBackend: its runtimes and storage, its name (docker,
+// kubernetes) and what closes its connections.
+type Backend struct {
+	Name     string
+	Runtimes Runtimes
+	Storage  Storage
+	Closer   io.Closer
+}
+
+var (
+	_ Runtimes = (*containers.Manager)(nil)
+	_ Storage  = (*volumes.Manager)(nil)
+)
