@@ -27,8 +27,8 @@ type Client struct {
 	docker  *containers.Manager // ctr on Docker, else nil
 	dvol    *volumes.Manager    // vol on Docker, else nil
 	closer  io.Closer
-	logger *slog.Logger
-	host   string
+	logger  *slog.Logger
+	host    string
 	// callTimeout bounds short Docker API calls; streams live as long as the caller's context.
 	callTimeout time.Duration
 }
