@@ -412,6 +412,9 @@ func (a *Agent) restoreTo(j *job) {
 			return
 		}
 		a.note(fmt.Sprintf("state restored to snapshot %s (after execution %d)", info.Snapshot, info.Seq))
+		// The live state is now an older one than the latest snapshot's: it is unsaved until a
+		// snapshot after the restore is, or a restart would bring the newer one back.
+		a.sched.ran(a.log.NextSeq()-1, true)
 		_ = j.conn.SendJSON(execproto.TypeReply, j.id, info)
 	})
 }

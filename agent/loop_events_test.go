@@ -103,6 +103,10 @@ func TestRestoreByHand(t *testing.T) {
 	require.NoError(t, c.Call(testCtx(t, 30*time.Second), execproto.Request{Op: execproto.OpRestore, Snapshot: first}, &info))
 	assert.Equal(t, first, info.Snapshot)
 	assert.Equal(t, "first", execStub(t, c, "get", 0).Stdout)
+	// The restored state is saved as the newest: a restart brings it back, not the later one.
+	s = restart(t, s)
+	c = s.client(t)
+	assert.Equal(t, "first", execStub(t, c, "get", 0).Stdout, "a restart after a restore keeps the restored state")
 	err := c.Call(testCtx(t, 30*time.Second), execproto.Request{Op: execproto.OpRestore, Snapshot: "no-such"}, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "runtimectl session snapshots")

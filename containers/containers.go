@@ -256,6 +256,10 @@ func (m *Manager) CreateIfAbsent(ctx context.Context, s Spec) (Info, bool, error
 	return info, created, err
 }
 
+// CreateStarts is false: a container is made stopped, and files can be copied into it before
+// its agent starts (see session.Runtimes).
+func (m *Manager) CreateStarts() bool { return false }
+
 // Start starts the container; starting a running one is a no-op.
 func (m *Manager) Start(ctx context.Context, session string) error {
 	if err := m.api.ContainerStart(ctx, Name(session), container.StartOptions{}); err != nil {

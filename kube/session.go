@@ -140,6 +140,10 @@ func (r *sessionRuntimes) Engine(ctx context.Context) (containers.Engine, error)
 	return containers.Engine{Name: "Kubernetes", Host: r.b().Host(), Version: v, APIVersion: v}, nil
 }
 
+// CreateStarts is true: a pod starts when it is made, and files go in through its running
+// container.
+func (r *sessionRuntimes) CreateStarts() bool { return true }
+
 // EnsureNetwork has nothing to make: a NetworkPolicy per session (Create) isolates it.
 func (r *sessionRuntimes) EnsureNetwork(context.Context, string) error { return nil }
 

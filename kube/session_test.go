@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -185,4 +187,111 @@ current-context: c
 	require.ErrorAs(t, err, &ee, "%s", out)
 	assert.Equal(t, 125, ee.ExitCode())
 	assert.Contains(t, string(out), "https://127.0.0.1:1")
+}
+
+// The rest of the verbs through the seam, the same as on Docker: a kernel that dies is brought
+// back inside the same pod; timeout; vars and context; snapshots by hand and restore; fork into
+// a new session (its own claims); gc --idle stops an idle session (the pod goes, the claims
+// stay) and the next exec brings it back; an evicted pod (the Eviction API, and one the kubelet
+// failed as evicted) comes back on its claims.
+func TestSessionVerbsOnKubernetes(t *testing.T) {
+	c, kb := sessionClient(t)
+	ctx := context.Background()
+	l, _ := lang.Get("bash")
+	s, _, err := c.Start(ctx, session.Spec{Name: "verbs", Lang: "bash", Image: images.Ref(l), Memory: 256 << 20})
+	require.NoError(t, err)
+	defer s.Close()
+	execOK(t, s, "x=1")
+	pod, err := kb.Inspect(ctx, "verbs")
+	require.NoError(t, err)
+
+	// A kernel that dies: restored in the same pod.
+	r, err := s.Exec(ctx, "x=2; exit 7", session.ExecOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "crashed", string(r.Status))
+	assert.Contains(t, r.Message, "exit code 7")
+	assert.Equal(t, "1\n", execOK(t, s, "echo $x").Stdout)
+	again, err := kb.Inspect(ctx, "verbs")
+	require.NoError(t, err)
+	assert.Equal(t, pod.ID, again.ID, "the same pod")
+
+	// Timeout.
+	r, err = s.Exec(ctx, "sleep 30", session.ExecOptions{Timeout: 500 * time.Millisecond})
+	require.NoError(t, err)
+	assert.Equal(t, "timeout", string(r.Status))
+
+	// vars, context, a snapshot by hand and a restore.
+	vars, err := s.Vars(ctx)
+	require.NoError(t, err)
+	var names []string
+	for _, v := range vars.Vars {
+		names = append(names, v.Name)
+	}
+	assert.Contains(t, names, "x")
+	sum, err := c.Context(ctx, "verbs", session.ContextOptions{})
+	require.NoError(t, err)
+	assert.NotEmpty(t, sum.Recent)
+	snap, err := s.Snapshot(ctx)
+	require.NoError(t, err)
+	execOK(t, s, "x=99")
+	_, err = s.RestoreSnapshot(ctx, snap.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "1\n", execOK(t, s, "echo $x").Stdout)
+
+	// fork: a new session on claims of its own, with the state.
+	f, err := c.Fork(ctx, "verbs", "verbs-fork", "")
+	require.NoError(t, err)
+	defer f.Close()
+	assert.Equal(t, "1\n", execOK(t, f, "echo $x").Stdout)
+	_, err = kb.cs.CoreV1().PersistentVolumeClaims(kb.ns).Get(ctx, WorkspaceClaim("verbs-fork"), metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, c.Remove(ctx, "verbs-fork", true))
+
+	// gc --idle: the pod goes, the claims stay; the next exec brings it back.
+	s.Close()
+	time.Sleep(1100 * time.Millisecond)
+	acts, err := c.GC(ctx, session.GCOptions{Idle: time.Second})
+	require.NoError(t, err)
+	var stopped bool
+	for _, a := range acts {
+		if a.Session == "verbs" && a.Action == "stop" && a.Done {
+			stopped = true
+		}
+	}
+	require.True(t, stopped, "gc stopped the idle session: %+v", acts)
+	_, err = kb.cs.CoreV1().Pods(kb.ns).Get(ctx, PodName("verbs"), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err))
+	s, _, err = c.Open(ctx, "verbs")
+	require.NoError(t, err)
+	assert.Equal(t, "1\n", execOK(t, s, "echo $x").Stdout)
+
+	// Evicted through the Eviction API (what a drain does): back on its claims.
+	s.Close()
+	require.NoError(t, kb.cs.CoreV1().Pods(kb.ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: PodName("verbs"), Namespace: kb.ns}}))
+	require.Eventually(t, func() bool {
+		_, err := kb.cs.CoreV1().Pods(kb.ns).Get(ctx, PodName("verbs"), metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, time.Minute, 100*time.Millisecond, "the evicted pod did not go")
+	s, info, err := c.Open(ctx, "verbs")
+	require.NoError(t, err)
+	assert.True(t, info.Recreate)
+	assert.Equal(t, "1\n", execOK(t, s, "echo $x").Stdout)
+
+	// Failed by the kubelet as evicted (node pressure): the pod stays, Failed; the next start
+	// makes it again.
+	s.Close()
+	p, err := kb.cs.CoreV1().Pods(kb.ns).Get(ctx, PodName("verbs"), metav1.GetOptions{})
+	require.NoError(t, err)
+	p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "the node was low on memory (test)"
+	_, err = kb.cs.CoreV1().Pods(kb.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		in, err := kb.Inspect(ctx, "verbs")
+		return err == nil && !in.Running
+	}, time.Minute, 100*time.Millisecond, "the pod is not seen as ended")
+	s, _, err = c.Open(ctx, "verbs")
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Equal(t, "1\n", execOK(t, s, "echo $x").Stdout)
+	require.NoError(t, c.Remove(ctx, "verbs", true))
 }

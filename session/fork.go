@@ -125,6 +125,14 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 		cleanup()
 		return nil, err
 	}
+	if c.ctr.CreateStarts() {
+		// Files go in through the running runtime; it is made again below, so that its agent
+		// reads the state copied in rather than the empty one it started with.
+		if err := c.ctr.Start(ctx, dst); err != nil {
+			cleanup()
+			return nil, err
+		}
+	}
 
 	note := fmt.Sprintf("forked from session %s with an empty state (it had no snapshot)", src)
 	var seq int64
@@ -197,6 +205,12 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 		}); err != nil {
 			cleanup()
 			return nil, fmt.Errorf("fork %s into %s: %w", src, dst, err)
+		}
+	}
+	if c.ctr.CreateStarts() {
+		if err := c.ctr.Stop(ctx, dst, 10*time.Second); err != nil {
+			cleanup()
+			return nil, err
 		}
 	}
 	s, _, err := c.Start(ctx, Spec{Name: dst})

@@ -46,6 +46,10 @@ type Runtimes interface {
 	EnsureNetwork(ctx context.Context, setting string) error
 	// Measure sizes volumes the engine cannot (see containers.Manager.Measure).
 	Measure(ctx context.Context, image string, vols []string) ([]int64, error)
+	// CreateStarts reports whether a runtime runs as soon as it is made (Kubernetes' pods),
+	// where files can only be copied into a running one: fork then starts the new runtime,
+	// fills it, and makes it again so that its agent reads what was copied.
+	CreateStarts() bool
 }
 
 // Storage manages sessions' volumes, with the session's settings on them.
