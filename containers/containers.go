@@ -260,6 +260,9 @@ func (m *Manager) CreateIfAbsent(ctx context.Context, s Spec) (Info, bool, error
 // its agent starts (see session.Runtimes).
 func (m *Manager) CreateStarts() bool { return false }
 
+// StopRemoves is false: a stopped container stays (see session.Runtimes).
+func (m *Manager) StopRemoves() bool { return false }
+
 // Start starts the container; starting a running one is a no-op.
 func (m *Manager) Start(ctx context.Context, session string) error {
 	if err := m.api.ContainerStart(ctx, Name(session), container.StartOptions{}); err != nil {

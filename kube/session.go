@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/runtimectl/runtimectl/backend"
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/session"
 	"github.com/runtimectl/runtimectl/volumes"
 )
@@ -144,6 +146,9 @@ func (r *sessionRuntimes) Engine(ctx context.Context) (containers.Engine, error)
 // container.
 func (r *sessionRuntimes) CreateStarts() bool { return true }
 
+// StopRemoves is true: stop deletes the pod and keeps the claims.
+func (r *sessionRuntimes) StopRemoves() bool { return true }
+
 // EnsureNetwork has nothing to make: a NetworkPolicy per session (Create) isolates it.
 func (r *sessionRuntimes) EnsureNetwork(context.Context, string) error { return nil }
 
@@ -163,8 +168,14 @@ func toVolume(v backend.Volume) volumes.Volume {
 
 // Create makes the session's claims; Docker's volume options (driver options, labels) do not
 // apply: the claims' storage class and sizes are the Backend's Options.
+// The workspace claim asks for the session's disk cap (--disk) when it names one, so that the
+// storage enforces it where the provisioner does.
 func (s *sessionStorage) Create(ctx context.Context, name, lang, settings string, _ ...volumes.CreateOption) (volumes.Volume, error) {
-	v, err := s.v().Create(ctx, name, lang, settings)
+	b := *(*Backend)(s)
+	if st, err := contract.DecodeSettings(settings); err == nil && st.Disk > 0 {
+		b.opts.WorkspaceSize = strconv.FormatInt(st.Disk, 10)
+	}
+	v, err := (*Volumes)(&b).Create(ctx, name, lang, settings)
 	return toVolume(v), seam(err)
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,10 +59,14 @@ func TestSessionLibraryOnKubernetes(t *testing.T) {
 	c, kb := sessionClient(t)
 	ctx := context.Background()
 	l, _ := lang.Get("bash")
-	s, info, err := c.Start(ctx, session.Spec{Name: "life", Lang: "bash", Image: images.Ref(l), Memory: 256 << 20})
+	s, info, err := c.Start(ctx, session.Spec{Name: "life", Lang: "bash", Image: images.Ref(l), Memory: 256 << 20, Disk: 512 << 20})
 	require.NoError(t, err)
 	defer s.Close()
 	assert.True(t, info.Created)
+	claim, err := kb.cs.CoreV1().PersistentVolumeClaims(kb.ns).Get(ctx, WorkspaceClaim("life"), metav1.GetOptions{})
+	require.NoError(t, err)
+	req := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	assert.Equal(t, int64(512<<20), req.Value(), "the workspace claim asks for the disk cap")
 	execOK(t, s, "x=41; arr=(a b)")
 	s.Close() // as a command's handle ends; the next command opens its own
 
@@ -110,7 +115,7 @@ func TestSessionLibraryOnKubernetes(t *testing.T) {
 	list, err = c.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
-	assert.NotEqual(t, "running", list[0].State)
+	assert.Equal(t, "stopped", list[0].State)
 
 	s2, info, err := c.Start(ctx, session.Spec{Name: "life"})
 	require.NoError(t, err)
@@ -137,31 +142,52 @@ func TestSessionLibraryOnKubernetes(t *testing.T) {
 	assert.Empty(t, list)
 }
 
-// The CLI on the cluster: --backend kubernetes with --kubeconfig and --namespace, the commands
-// an agent types.
+// The CLI on the cluster, the issue's scenario as an agent types it: --backend kubernetes with
+// --kubeconfig and --namespace; a pandas DataFrame; the pod deleted behind runtimectl's back
+// (the next exec brings it back and says so on stderr); ls; RUNTIMECTL_BACKEND for stop; rm.
 func TestCLIOnKubernetes(t *testing.T) {
 	_, kb := sessionClient(t)
+	l, _ := lang.Get("python")
+	if out, err := exec.Command("bash", scriptPath("import.sh"), images.Ref(l)).CombinedOutput(); err != nil {
+		t.Fatalf("import the python image: %v\n%s", err, out)
+	}
 	bin := filepath.Join(t.TempDir(), "runtimectl")
 	out, err := exec.Command("go", "build", "-o", bin, "../cmd/runtimectl").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	l, _ := lang.Get("bash")
-	run := func(args ...string) string {
+	run := func(env string, args ...string) (string, string) {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"--backend", "kubernetes", "--kubeconfig", localKubeconfig, "--namespace", kb.ns}, args...)...)
-		cmd.Env = append(os.Environ(), "RUNTIMECTL_KUBE_STORAGE_CLASS="+LocalStorageClass)
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "runtimectl %v: %s", args, out)
-		return string(out)
+		cmd := exec.Command(bin, append([]string{"--kubeconfig", localKubeconfig, "--namespace", kb.ns}, args...)...)
+		cmd.Env = append(os.Environ(), "RUNTIMECTL_KUBE_STORAGE_CLASS="+LocalStorageClass, env)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		require.NoError(t, cmd.Run(), "runtimectl %v: %s%s", args, stdout.String(), stderr.String())
+		return stdout.String(), stderr.String()
 	}
-	run("session", "start", "cli", "--lang", "bash", "--image", images.Ref(l), "--memory", "256m")
-	run("session", "exec", "cli", "n=6")
-	assert.Contains(t, run("session", "exec", "cli", "echo $((n * 7))"), "42")
-	assert.Contains(t, run("session", "ls"), "cli")
-	run("session", "stop", "cli")
-	assert.Contains(t, run("session", "exec", "cli", "echo $n"), "6")
-	assert.Contains(t, run("kube", "rbac"), "pods/exec")
-	run("session", "rm", "-f", "cli")
-	assert.NotContains(t, run("session", "ls", "-q"), "cli")
+	k := "RUNTIMECTL_BACKEND=kubernetes"
+	run("", "--backend", "kubernetes", "session", "start", "s", "--memory", "1g", "--cpus", "1")
+	run("", "--backend", "kubernetes", "session", "exec", "s", `import pandas as pd; df = pd.DataFrame({"a": [1, 2]})`)
+	zero := int64(0)
+	ctx := context.Background()
+	require.NoError(t, kb.cs.CoreV1().Pods(kb.ns).Delete(ctx, PodName("s"), metav1.DeleteOptions{GracePeriodSeconds: &zero}))
+	require.Eventually(t, func() bool {
+		_, err := kb.cs.CoreV1().Pods(kb.ns).Get(ctx, PodName("s"), metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, time.Minute, 100*time.Millisecond)
+	stdout, stderr := run("", "--backend", "kubernetes", "session", "exec", "s", "df.a.sum()")
+	assert.Equal(t, "3\n", stdout)
+	assert.Contains(t, stderr, "started it again and restored snapshot", "brought back, and said so")
+	stdout, _ = run(k, "session", "ls")
+	assert.Contains(t, stdout, "running")
+	run(k, "session", "stop", "s")
+	stdout, _ = run(k, "session", "ls")
+	assert.Contains(t, stdout, "stopped")
+	stdout, _ = run(k, "kube", "rbac")
+	assert.Contains(t, stdout, "pods/exec")
+	stdout, _ = run(k, "doctor")
+	assert.Contains(t, stdout, "OK    permissions")
+	run(k, "session", "rm", "-f", "s")
+	stdout, _ = run(k, "session", "ls", "-q")
+	assert.NotContains(t, stdout, "s\n")
 }
 
 // An unreachable cluster is exit 125 with the kubeconfig's server named.

@@ -53,6 +53,12 @@ func (c *Client) List(ctx context.Context) ([]Info, error) {
 		byName[ci.Session] = in
 		out = append(out, in)
 	}
+	// A session with volumes and no runtime: its container was removed (Docker), or it was
+	// stopped (Kubernetes deletes the pod).
+	noRuntime := "removed"
+	if c.ctr.StopRemoves() {
+		noRuntime = "stopped"
+	}
 	for _, v := range vols {
 		if in := byName[v.Session]; in != nil {
 			if st, err := decodeSettings(v.Settings); err == nil {
@@ -62,7 +68,7 @@ func (c *Client) List(ctx context.Context) ([]Info, error) {
 			}
 			continue
 		}
-		in := &Info{Name: v.Session, Lang: v.Lang, State: "removed", Created: v.Created, Executions: -1}
+		in := &Info{Name: v.Session, Lang: v.Lang, State: noRuntime, Created: v.Created, Executions: -1}
 		if st, err := decodeSettings(v.Settings); err == nil {
 			in.Image, in.Created, in.Owner = st.Image, st.Created, st.Owner
 		}
@@ -75,14 +81,14 @@ func (c *Client) List(ctx context.Context) ([]Info, error) {
 		hasVol[v.Session] = true
 	}
 	for _, in := range out {
-		if in.State != "removed" && !hasVol[in.Name] {
+		if in.State != noRuntime && !hasVol[in.Name] {
 			in.State += " (orphan: no volume)"
 		}
 	}
 	// Executions: ask running agents, read the history of stopped ones; in parallel.
 	var wg sync.WaitGroup
 	for _, in := range out {
-		if in.State == "removed" {
+		if in.State == noRuntime {
 			continue
 		}
 		wg.Add(1)

@@ -50,6 +50,10 @@ type Runtimes interface {
 	// where files can only be copied into a running one: fork then starts the new runtime,
 	// fills it, and makes it again so that its agent reads what was copied.
 	CreateStarts() bool
+	// StopRemoves reports whether stopping a session removes its runtime (Kubernetes deletes
+	// the pod, keeping the claims): a session with volumes and no runtime is then stopped, not
+	// "removed".
+	StopRemoves() bool
 }
 
 // Storage manages sessions' volumes, with the session's settings on them.
