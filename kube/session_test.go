@@ -321,3 +321,18 @@ func TestSessionVerbsOnKubernetes(t *testing.T) {
 	assert.Equal(t, "1\n", execOK(t, s, "echo $x").Stdout)
 	require.NoError(t, c.Remove(ctx, "verbs", true))
 }
+
+// A session whose image the cluster cannot pull: start fails at once with the image named
+// (ErrNoImage, as a missing image on Docker), and leaves no pod or claim behind.
+func TestSessionWithAnUnpullableImage(t *testing.T) {
+	c, kb := sessionClient(t)
+	ctx := context.Background()
+	_, _, err := c.Start(ctx, session.Spec{Name: "nopull", Lang: "bash", Image: "runtimectl/no-such-image:nope", Memory: 256 << 20})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "runtimectl/no-such-image:nope")
+	assert.NotContains(t, err.Error(), "\n")
+	_, err = kb.cs.CoreV1().Pods(kb.ns).Get(ctx, PodName("nopull"), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no pod left: %v", err)
+	_, err = kb.cs.CoreV1().PersistentVolumeClaims(kb.ns).Get(ctx, WorkspaceClaim("nopull"), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no claim left: %v", err)
+}
