@@ -306,3 +306,21 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// `session start` on an existing session: flags that differ from its settings are refused
+// (exit 2) naming them and what to do; the same flags, or none, start it as it is.
+func TestStartWithDifferentSettingsIsRefused(t *testing.T) {
+	name := startSession(t)
+	rt(t, "", "session", "exec", name, "kept = 7")
+	r := rt(t, "", "session", "start", name, "--memory", "4g", "--network", "bridge")
+	assert.Equal(t, 2, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "--memory 4GiB (the session has 2GiB)")
+	assert.Contains(t, r.stderr, "--network bridge (the session has none)")
+	assert.Contains(t, r.stderr, "session rm")
+	for _, args := range [][]string{{}, {"--memory", "2g", "--lang", "python"}} {
+		r = rt(t, "", append([]string{"session", "start", name}, args...)...)
+		assert.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+	}
+	r = rt(t, "", "session", "exec", name, "kept")
+	assert.Equal(t, "7\n", r.stdout, "the session is untouched")
+}

@@ -124,7 +124,7 @@ func ExitCode(err error) int {
 		return 0
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.As(err, &ue), errors.Is(err, session.ErrInvalid):
+	case errors.As(err, &ue), errors.Is(err, session.ErrInvalid), errors.Is(err, session.ErrConflict):
 		return 2
 	}
 	return 125

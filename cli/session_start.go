@@ -30,7 +30,8 @@ restoring its latest snapshot. On a running session it does nothing and succeeds
 name is made up. Prints the session name.
 
 The settings (language, image, limits, environment) are recorded on the session's volume and
-hold again after stop and start; flags given for an existing session are ignored.`,
+hold again after stop and start. Flags given for an existing session must match its settings:
+one that differs is refused (exit 2), naming it.`,
 		Example: `  runtimectl session start demo
   runtimectl session start sh --lang bash
   runtimectl session start big --memory 8g --cpus 2 --network bridge --env API_KEY=...`,
@@ -45,6 +46,17 @@ hold again after stop and start; flags given for an existing session are ignored
 			}
 			if err := validName(o.Spec.Name); err != nil {
 				return err
+			}
+			// Flags not given ask for nothing: an existing session keeps its settings, and
+			// only flags given that differ from them are refused (ErrConflict).
+			fl := c.Flags()
+			for name, zero := range map[string]func(){
+				"lang": func() { o.Spec.Lang = "" }, "network": func() { o.Spec.Network = "" },
+				"snapshot": func() { o.Spec.Snapshot = "" }, "keep-snapshots": func() { o.Spec.KeepSnapshots = 0 },
+			} {
+				if !fl.Changed(name) {
+					zero()
+				}
 			}
 			if runF != nil {
 				return runF(c.Context(), o)

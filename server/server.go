@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -228,6 +229,10 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, session.ErrRunning):
 		return http.StatusConflict, "running"
+	case errors.Is(err, session.ErrConflict):
+		return http.StatusConflict, "conflict"
+	case errors.As(err, &re) && re.Code == contract.DiskCapCode:
+		return http.StatusInsufficientStorage, contract.DiskCapCode
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, "too_large"
 	case errors.As(err, &re) && re.Code == "busy":

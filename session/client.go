@@ -241,6 +241,9 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 	if err := ValidateName(spec.Name); err != nil {
 		return nil, info, err
 	}
+	if err := c.checkConflicts(ctx, spec); err != nil {
+		return nil, info, err
+	}
 	ci, err := c.ctr.Inspect(ctx, spec.Name)
 	if err == nil && !ci.Running && !ci.StateMounted {
 		// Made before sessions had a state volume: made again with one (createContainer).

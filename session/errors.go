@@ -13,6 +13,8 @@ import (
 var (
 	// ErrInvalid is bad input from the caller: a session name, a size, a language.
 	ErrInvalid = errors.New("invalid")
+	// ErrConflict is a start of an existing session with settings other than its recorded ones.
+	ErrConflict = errors.New("conflicting settings")
 	// ErrNotFound is a session (container and volume) that does not exist.
 	ErrNotFound = errors.New("no such session")
 	// ErrRunning refuses to remove a running session without force.

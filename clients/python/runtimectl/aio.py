@@ -140,7 +140,7 @@ class AsyncClient:
         """Closes the calling thread's connection (each pool thread keeps its own)."""
         self._c.close()
 
-    async def start(self, name: Optional[str] = None, lang: str = "python", **settings: Any) -> AsyncSession:
+    async def start(self, name: Optional[str] = None, lang: Optional[str] = None, **settings: Any) -> AsyncSession:
         """See Client.start."""
         return AsyncSession(await _in_thread(self._c.start, name, lang, **settings))
 

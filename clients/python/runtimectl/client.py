@@ -324,12 +324,15 @@ class Client:
         """Closes this thread's connection to the server."""
         self._t.close()
 
-    def start(self, name: Optional[str] = None, lang: str = "python", **settings: Any) -> Session:
-        """Like `runtimectl session start`: creates the session, or starts a stopped one again
-        with its state restored; a running one is returned as it is. settings are the other
-        fields of POST /v1/sessions: image, memory ("2g"), cpus, pids, network, env
-        (["K=V"]), snapshot, keep_snapshots, max_output, idle_stop."""
-        payload: Dict[str, Any] = {"lang": lang}
+    def start(self, name: Optional[str] = None, lang: Optional[str] = None, **settings: Any) -> Session:
+        """Like `runtimectl session start`: creates the session (lang python unless given), or
+        starts a stopped one again with its state restored; a running one is returned as it is.
+        settings are the other fields of POST /v1/sessions: image, memory ("2g"), cpus, pids,
+        network, env (["K=V"]), snapshot, keep_snapshots, max_output, disk, idle_stop. Settings
+        given for an existing session must match its own (Conflict otherwise)."""
+        payload: Dict[str, Any] = {}
+        if lang:
+            payload["lang"] = lang
         if name:
             payload["name"] = name
         payload.update({k: v for k, v in settings.items() if v is not None})

@@ -1,0 +1,140 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/docker/go-units"
+
+	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/snapshot"
+)
+
+// conflictsWith returns the settings that spec asks for and the recorded settings st differ
+// in, one phrase each ("memory 4 GiB (the session has 2 GiB)"). A field spec leaves zero asks
+// for nothing; both sides are compared with their defaults filled in, so asking for a default
+// that the session has is no conflict.
+func conflictsWith(spec Spec, st Settings) []string {
+	var out []string
+	diff := func(what, want, have string) {
+		if want != have {
+			out = append(out, fmt.Sprintf("%s %s (the session has %s)", what, want, have))
+		}
+	}
+	size := func(b int64) string { return units.BytesSize(float64(b)) }
+	orInt := func(v, def int64) int64 {
+		if v == 0 {
+			return def
+		}
+		return v
+	}
+	if spec.Lang != "" {
+		diff("--lang", spec.Lang, st.Lang)
+	}
+	if spec.Image != "" {
+		diff("--image", spec.Image, st.Image)
+	}
+	if spec.Memory != 0 {
+		diff("--memory", size(spec.Memory), size(orInt(st.Memory, containers.DefaultMemory)))
+	}
+	if spec.CPUs != 0 {
+		have := st.CPUs
+		if have == 0 {
+			have = containers.DefaultCPUs
+		}
+		diff("--cpus", fmt.Sprint(spec.CPUs), fmt.Sprint(have))
+	}
+	if spec.Pids != 0 {
+		diff("--pids", fmt.Sprint(spec.Pids), fmt.Sprint(orInt(st.Pids, containers.DefaultPids)))
+	}
+	if spec.Network != "" {
+		have := st.Network
+		if have == "" {
+			have = containers.DefaultNetwork
+		}
+		diff("--network", spec.Network, have)
+	}
+	if len(spec.Env) > 0 {
+		want, have := slices.Clone(spec.Env), slices.Clone(st.Env)
+		slices.Sort(want)
+		slices.Sort(have)
+		if !slices.Equal(want, have) {
+			out = append(out, fmt.Sprintf("--env %s (the session has %s)", envKeys(want), envKeys(have)))
+		}
+	}
+	if spec.Snapshot != "" {
+		have := string(st.Snapshot)
+		if have == "" {
+			have = string(contract.SnapshotEvery)
+		}
+		diff("--snapshot", spec.Snapshot, have)
+	}
+	if spec.KeepSnapshots != 0 {
+		diff("--keep-snapshots", fmt.Sprint(spec.KeepSnapshots), fmt.Sprint(orInt(int64(st.KeepSnapshots), snapshot.DefaultKeep)))
+	}
+	if spec.MaxOutput != 0 {
+		diff("--max-output", size(spec.MaxOutput), size(orInt(st.MaxOutput, 4<<20)))
+	}
+	if spec.Disk != 0 {
+		diff("--disk", size(spec.Disk), size(orInt(st.Disk, contract.DefaultDisk)))
+	}
+	if spec.Runtime != "" {
+		have := st.Runtime
+		if have == "" {
+			have = "the engine's default"
+		}
+		diff("--runtime", spec.Runtime, have)
+	}
+	if spec.IdleStop != 0 {
+		have := "none"
+		if d, err := time.ParseDuration(st.IdleStop); err == nil && st.IdleStop != "" {
+			have = d.String()
+		}
+		diff("--idle-stop", spec.IdleStop.String(), have)
+	}
+	return out
+}
+
+// asksSettings reports whether spec names any setting that conflictsWith compares.
+func (s Spec) asksSettings() bool {
+	return s.Lang != "" || s.Image != "" || s.Memory != 0 || s.CPUs != 0 || s.Pids != 0 || s.Network != "" ||
+		len(s.Env) > 0 || s.Snapshot != "" || s.KeepSnapshots != 0 || s.MaxOutput != 0 || s.Disk != 0 ||
+		s.Runtime != "" || s.IdleStop != 0
+}
+
+// envKeys names the variables of KEY=VALUE entries (values can be secrets).
+func envKeys(env []string) string {
+	if len(env) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		keys = append(keys, k)
+	}
+	return strings.Join(keys, ",") + " (values not shown)"
+}
+
+// checkConflicts refuses a start of an existing session whose spec asks for other settings
+// than the recorded ones (ErrConflict); a spec that names none (Open, exec) costs nothing.
+func (c *Client) checkConflicts(ctx context.Context, spec Spec) error {
+	if !spec.asksSettings() {
+		return nil
+	}
+	st, err := c.RecordedSettings(ctx, spec.Name)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil // a new session
+		}
+		return nil // unreadable settings are reported by the start itself
+	}
+	if diff := conflictsWith(spec, st); len(diff) > 0 {
+		return fmt.Errorf("%w: session %q exists with other settings: %s; start it without them (its settings hold across stop and start), or remove it (`session rm`, after `session cp` of what you need) and start it again with the new ones", ErrConflict, spec.Name, strings.Join(diff, "; "))
+	}
+	return nil
+}
