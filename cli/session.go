@@ -8,7 +8,7 @@ func newCmdSession(f *Factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "session",
 		Short: "Start, run code in, stop and inspect sessions",
-		Long: `A session is a named, long-lived container running one interpreter (python or bash) with a
+		Long: `A session is a named, long-lived container running one interpreter (python, bash or node) with a
 workspace volume at /workspace. Its variables live in the interpreter between exec calls; its
 snapshots and history live on its volume.`,
 	}
@@ -16,6 +16,7 @@ snapshots and history live on its volume.`,
 		newCmdStart(f, nil), newCmdExec(f, nil), newCmdStop(f), newCmdRm(f), newCmdLs(f),
 		newCmdHistory(f), newCmdSnapshot(f), newCmdSnapshots(f), newCmdRestore(f), newCmdInterrupt(f),
 		newCmdVars(f), newCmdCp(f), newCmdContext(f), newCmdFork(f), newCmdGC(f),
+		newCmdInspect(f), newCmdLogs(f), newCmdStats(f),
 	)
 	return group(c)
 }

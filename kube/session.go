@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/runtimectl/runtimectl/backend"
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
@@ -140,6 +142,23 @@ func (r *sessionRuntimes) Engine(ctx context.Context) (containers.Engine, error)
 		return containers.Engine{}, seam(err)
 	}
 	return containers.Engine{Name: "Kubernetes", Host: r.b().Host(), Version: v, APIVersion: v}, nil
+}
+
+// Logs returns the agent container's log.
+func (r *sessionRuntimes) Logs(ctx context.Context, name string, max int64) ([]byte, error) {
+	b := r.b()
+	cctx, cancel := context.WithTimeout(ctx, b.call)
+	defer cancel()
+	out, err := b.cs.CoreV1().Pods(b.ns).GetLogs(PodName(name), &corev1.PodLogOptions{Container: ContainerName, LimitBytes: &max}).DoRaw(cctx)
+	if err != nil {
+		return nil, seam(fmt.Errorf("logs of session %q: %w", name, b.classify(err)))
+	}
+	return out, nil
+}
+
+// Stats is not offered: the cluster's metrics API (metrics-server) is not assumed.
+func (r *sessionRuntimes) Stats(context.Context, string) (containers.Stats, error) {
+	return containers.Stats{}, errors.New("stats are not read on Kubernetes (runtimectl does not use the metrics API): use `kubectl top pod`")
 }
 
 // CreateStarts is true: a pod starts when it is made, and files go in through its running

@@ -46,6 +46,10 @@ type Runtimes interface {
 	EnsureNetwork(ctx context.Context, setting string) error
 	// Measure sizes volumes the engine cannot (see containers.Manager.Measure).
 	Measure(ctx context.Context, image string, vols []string) ([]int64, error)
+	// Logs returns the agent's own log (never the code's output), at most max bytes of it.
+	Logs(ctx context.Context, session string, max int64) ([]byte, error)
+	// Stats samples the runtime's use of CPU, memory and processes.
+	Stats(ctx context.Context, session string) (containers.Stats, error)
 	// CreateStarts reports whether a runtime runs as soon as it is made (Kubernetes' pods),
 	// where files can only be copied into a running one: fork then starts the new runtime,
 	// fills it, and makes it again so that its agent reads what was copied.
