@@ -324,3 +324,75 @@ func TestStartWithDifferentSettingsIsRefused(t *testing.T) {
 	r = rt(t, "", "session", "exec", name, "kept")
 	assert.Equal(t, "7\n", r.stdout, "the session is untouched")
 }
+
+// `session inspect` prints the settings, limits, container, volumes and the agent's status as
+// JSON; `session logs` the agent's own log (never the code's output); `session stats` the
+// session's CPU, memory, processes and disk.
+func TestInspectLogsAndStats(t *testing.T) {
+	name := startSession(t)
+	rt(t, "", "session", "exec", name, "print('only in the output')")
+	r := rt(t, "", "session", "inspect", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	var in struct {
+		Name     string
+		Backend  string
+		Settings struct{ Lang string }
+		Limits   struct {
+			Memory int64
+			CPUs   float64
+			Pids   int64
+			Disk   int64
+		}
+		Runtime *struct{ Running bool }
+		Volumes struct{ Workspace, State string }
+		Status  *struct {
+			NextSeq int64 `json:"next_seq"`
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &in), r.stdout)
+	assert.Equal(t, name, in.Name)
+	assert.Equal(t, "docker", in.Backend)
+	assert.Equal(t, "python", in.Settings.Lang)
+	assert.Equal(t, int64(2<<30), in.Limits.Memory)
+	assert.Equal(t, 1.0, in.Limits.CPUs)
+	assert.Equal(t, int64(512), in.Limits.Pids)
+	assert.Equal(t, int64(10<<30), in.Limits.Disk)
+	require.NotNil(t, in.Runtime)
+	assert.True(t, in.Runtime.Running)
+	assert.Equal(t, "runtimectl-"+name, in.Volumes.Workspace)
+	assert.Equal(t, "runtimectl_state-"+name, in.Volumes.State)
+	require.NotNil(t, in.Status)
+	assert.Equal(t, int64(2), in.Status.NextSeq)
+
+	r = rt(t, "", "session", "logs", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, "only in the output", "the code's output is never in the agent's log")
+	r = rt(t, "", "session", "logs", name, "--tail", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.LessOrEqual(t, strings.Count(r.stdout, "\n"), 1)
+
+	r = rt(t, "", "session", "stats", name, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var st struct {
+		MemoryBytes int64 `json:"memory_bytes"`
+		MemoryLimit int64 `json:"memory_limit"`
+		Pids        int64 `json:"pids"`
+		DiskLimit   int64 `json:"disk_limit"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st), r.stdout)
+	assert.Greater(t, st.MemoryBytes, int64(10<<20))
+	assert.Equal(t, int64(2<<30), st.MemoryLimit)
+	assert.Greater(t, st.Pids, int64(1))
+	assert.Equal(t, int64(10<<30), st.DiskLimit)
+	r = rt(t, "", "session", "stats", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "MEM USAGE / LIMIT")
+
+	rt(t, "", "session", "stop", name)
+	r = rt(t, "", "session", "stats", name)
+	assert.Equal(t, 125, r.code)
+	assert.Contains(t, r.stderr, "is not running")
+	r = rt(t, "", "session", "inspect", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"running": false`)
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/execproto"
+	"github.com/runtimectl/runtimectl/volumes"
 )
 
 // Inspection is everything runtimectl knows of a session, as `session inspect` prints it.
@@ -56,6 +57,9 @@ func (c *Client) Inspect(ctx context.Context, name string) (*Inspection, error) 
 	vol, err := c.vol.Inspect(ctx, name)
 	if err == nil {
 		in.Volumes.Workspace, in.Volumes.State = vol.Name, vol.State
+		if in.Volumes.State == "" && c.dvol != nil {
+			in.Volumes.State = volumes.StateName(name) // Docker's Inspect names the workspace volume only
+		}
 		if st, err := decodeSettings(vol.Settings); err == nil {
 			in.Settings = st
 		}
