@@ -396,3 +396,34 @@ func TestInspectLogsAndStats(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, `"running": false`)
 }
+
+// `session exec NAME` with no code reads standard input; a stdin that stays open gives way to
+// Ctrl-C and SIGTERM: the command ends (130), says nothing ran, and runs nothing.
+func TestExecReadingAnOpenStdinIsCancellable(t *testing.T) {
+	name := startSession(t)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		cmd := exec.Command(binary, "session", "exec", name)
+		stdin, err := cmd.StdinPipe() // never closed: a pipe left open
+		require.NoError(t, err)
+		var errb lockedBuffer
+		cmd.Stderr = &errb
+		require.NoError(t, cmd.Start())
+		time.Sleep(500 * time.Millisecond)
+		require.NoError(t, cmd.Process.Signal(sig))
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			ee, ok := err.(*exec.ExitError)
+			require.True(t, ok, "%v: %v %s", sig, err, errb.String())
+			assert.Equal(t, 130, ee.ExitCode(), sig)
+			assert.Contains(t, errb.String(), "nothing ran")
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatalf("%v did not end a read of an open stdin", sig)
+		}
+		stdin.Close()
+	}
+	r := rt(t, "", "session", "history", name, "--format", "json")
+	assert.Equal(t, "[]\n", r.stdout, "nothing ran")
+}

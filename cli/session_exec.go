@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/term"
 	"io"
 	"os"
 	"sync/atomic"
@@ -68,11 +69,11 @@ ends (the code may go on in the session).`,
 				}
 				o.Code = string(b)
 			default:
-				b, err := io.ReadAll(f.IO.In)
+				code, err := readCode(c.Context(), f)
 				if err != nil {
-					return usagef("read code from standard input: %v", err)
+					return err
 				}
-				o.Code = string(b)
+				o.Code = code
 			}
 			if len(o.Code) > session.MaxCode {
 				return usagef("the code is %d bytes; the limit is %d MiB: copy it into the session as a file (`runtimectl session cp`) and run that", len(o.Code), session.MaxCode>>20)
@@ -220,4 +221,32 @@ func statusExit(status contract.Status) error {
 		return &exitError{130}
 	}
 	return &exitError{1}
+}
+
+// readCode reads the code from standard input. The read gives way to Ctrl-C and SIGTERM (the
+// command's context): a stdin that never ends (a pipe left open) does not hang the command.
+// On a terminal it says how to end the code.
+func readCode(ctx context.Context, f *Factory) (string, error) {
+	if in, ok := f.IO.In.(*os.File); ok && term.IsTerminal(int(in.Fd())) {
+		fmt.Fprintln(f.IO.Err, "runtimectl: reading the code from the terminal: end it with Ctrl-D on a line of its own (Ctrl-C cancels)")
+	}
+	type read struct {
+		b   []byte
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		b, err := io.ReadAll(io.LimitReader(f.IO.In, session.MaxCode+1))
+		done <- read{b, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return "", usagef("read code from standard input: %v", r.err)
+		}
+		return string(r.b), nil
+	case <-ctx.Done():
+		fmt.Fprintln(f.IO.Err, "runtimectl: interrupted while reading the code from standard input; nothing ran")
+		return "", &exitError{code: 130}
+	}
 }

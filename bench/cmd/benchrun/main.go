@@ -20,7 +20,7 @@ import (
 	"github.com/runtimectl/runtimectl/session"
 )
 
-var phases = []string{"exec", "python", "exprs", "cli", "cold", "tcsession", "snapshot-array", "snapshot-df", "snapshot-array-cpus2", "snapshot-df-cpus2", "neighbours", "restore", "stdout", "memory", "many"}
+var phases = []string{"exec", "python", "exprs", "cli", "cold", "tcsession", "snapshot-array", "snapshot-df", "snapshot-array-cpus2", "snapshot-df-cpus2", "neighbours", "restore", "stdout", "memory", "many", "kube"}
 
 func main() {
 	out := flag.String("out", "bench/results.json", "write the results here")
@@ -28,11 +28,12 @@ func main() {
 	scale := flag.Float64("scale", 1, "multiply every sample count by this")
 	many := flag.Int("many", 50, "sessions started at once in the last phase")
 	rt := flag.String("runtimectl", "bin/runtimectl", "the built runtimectl binary")
+	kubeconfig := flag.String("kubeconfig", "", "the kube phase's cluster (default $KUBECONFIG); the phase runs only with -only kube, or in a full run when a kubeconfig is given")
 	flag.Parse()
-	os.Exit(run(*out, *only, *scale, *many, *rt))
+	os.Exit(run(*out, *only, *scale, *many, *rt, *kubeconfig))
 }
 
-func run(out, only string, scale float64, many int, rt string) int {
+func run(out, only string, scale float64, many int, rt, kubeconfig string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	started := time.Now()
@@ -93,10 +94,18 @@ func run(out, only string, scale float64, many int, rt string) int {
 		"memory":               r.Memory,
 		"many":                 func(ctx context.Context) error { return r.Many(ctx, many) },
 		"tcsession":            r.TCSession,
+		"kube":                 func(ctx context.Context) error { return r.Kube(ctx, kubeconfig) },
 	}
 	failed := 0
+	if kubeconfig == "" {
+		kubeconfig = os.Getenv("KUBECONFIG")
+	}
 	for _, p := range phases {
 		if len(want) > 0 && !want[p] {
+			continue
+		}
+		if p == "kube" && len(want) == 0 && kubeconfig == "" {
+			res.Note("phase kube not run: no kubeconfig (sudo make kube-up, then KUBECONFIG=... make bench)")
 			continue
 		}
 		t := time.Now()
