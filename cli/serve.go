@@ -183,6 +183,9 @@ func serveRun(ctx context.Context, o *ServeOptions) error {
 	defer signal.Stop(hup)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	defer stopSweep()
+	go srv.Sweep(sweepCtx)
 	for {
 		select {
 		case err := <-served:

@@ -76,6 +76,7 @@ one that differs is refused (exit 2), naming it.`,
 	fl.IntVar(&o.Spec.KeepSnapshots, "keep-snapshots", 10, "snapshots to keep")
 	fl.Var(sizeValue{&o.Spec.Disk}, "disk", "cap on the workspace's size: past it executions are refused (default 10g)")
 	fl.Var(sizeValue{&o.Spec.MaxOutput}, "max-output", "output delivered per stream and execution (default 4m)")
+	fl.Var(durationValue{&o.Spec.TTL}, "ttl", "record a lifetime: `session gc` (and `runtimectl serve`) removes the session once it has been idle this long")
 	fl.Var(durationValue{&o.Spec.IdleStop}, "idle-stop", "record an idle policy: `session gc` stops the session after this long without an execution")
 	fl.BoolVar(&o.Upgrade, "upgrade", false, "move an existing session to the current image of its reference, restoring its state there")
 	fl.StringVar(&o.Spec.Runtime, "runtime", "", "OCI runtime for the container, e.g. runsc (gVisor) for stronger isolation")

@@ -36,6 +36,9 @@ type Config struct {
 	// OwnerTTL is how long the server trusts what it read of a session's owner (default 5 s);
 	// routes that change a session read it afresh.
 	OwnerTTL time.Duration
+	// SweepEvery is how often Sweep applies the sessions' own --ttl and --idle-stop (and
+	// removes what ended test processes left); default 1 min.
+	SweepEvery time.Duration
 }
 
 // Server is the HTTP API. Its Handler serves every route.
@@ -360,4 +363,32 @@ func (s *Server) release(tok Token) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.running[tok.Name]--
+}
+
+// Sweep applies, every SweepEvery until ctx ends, what `session gc` does without flags: each
+// session's own --idle-stop (stopped) and --ttl (removed), and sessions of test processes
+// that have ended (removed). A server keeps running for weeks: sessions a caller forgot do not
+// pile up.
+func (s *Server) Sweep(ctx context.Context) {
+	every := s.cfg.SweepEvery
+	if every <= 0 {
+		every = time.Minute
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		acts, err := s.cfg.Client.GC(ctx, session.GCOptions{})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("sweep", "err", err)
+			}
+			continue
+		}
+		for _, a := range acts {
+			s.log.Info("sweep", "session", a.Session, "action", a.Action, "done", a.Done, "reason", a.Reason)
+		}
+	}
 }

@@ -94,6 +94,7 @@ type startRequest struct {
 	MaxOutput     Size     `json:"max_output"`
 	Disk          Size     `json:"disk"`
 	IdleStop      Duration `json:"idle_stop"`
+	TTL           Duration `json:"ttl"`
 }
 
 // startReply is the session's line of `session ls --json` and what start did.
@@ -139,7 +140,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, tok Token) {
 	spec := session.Spec{
 		Name: req.Name, Lang: req.Lang, Image: req.Image, Memory: int64(req.Memory), CPUs: req.CPUs, Pids: req.Pids,
 		Network: req.Network, Env: req.Env, Snapshot: req.Snapshot, KeepSnapshots: keep,
-		MaxOutput: int64(req.MaxOutput), Disk: int64(req.Disk), IdleStop: time.Duration(req.IdleStop), Owner: tok.Name,
+		MaxOutput: int64(req.MaxOutput), Disk: int64(req.Disk), IdleStop: time.Duration(req.IdleStop), TTL: time.Duration(req.TTL), Owner: tok.Name,
 	}
 	h, info, err := s.cfg.Client.Start(ctx, spec)
 	if err != nil {

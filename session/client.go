@@ -139,6 +139,12 @@ type Spec struct {
 	StateVolumeOpts map[string]string
 	// IdleStop records a policy on the session: `session gc` stops it after this long idle.
 	IdleStop time.Duration
+	// TTL records that the session is removed once idle this long (by `session gc`, and by
+	// `runtimectl serve` on its own): sessions a caller forgot do not pile up.
+	TTL time.Duration
+	// TestRun marks a session made by a test process (see TestRunID): `session gc` removes it
+	// once that process is gone, so a test binary killed mid-run leaves nothing for long.
+	TestRun string
 	// Owner records who made the session (see Settings.Owner); it is also the container's
 	// io.runtimectl.owner label.
 	Owner string
@@ -205,8 +211,15 @@ func (s Spec) settings() (Settings, error) {
 	if s.IdleStop > 0 {
 		idle = s.IdleStop.String()
 	}
+	if s.TTL < 0 || s.IdleStop < 0 {
+		return Settings{}, fmt.Errorf("%w idle policy: --ttl and --idle-stop must be positive durations", ErrInvalid)
+	}
+	ttl := ""
+	if s.TTL > 0 {
+		ttl = s.TTL.String()
+	}
 	return Settings{
-		IdleStop: idle, Owner: s.Owner,
+		IdleStop: idle, TTL: ttl, TestRun: s.TestRun, Owner: s.Owner,
 		Schema: SettingsSchema, Session: s.Name, Lang: s.Lang, Image: s.Image, Memory: s.Memory, CPUs: s.CPUs,
 		Pids: s.Pids, Network: s.Network, Env: s.Env, Snapshot: policy, KeepSnapshots: s.KeepSnapshots,
 		MaxOutput: s.MaxOutput, Disk: s.Disk, Runtime: s.Runtime, Created: time.Now().UTC(),

@@ -90,6 +90,13 @@ func conflictsWith(spec Spec, st Settings) []string {
 		}
 		diff("--runtime", spec.Runtime, have)
 	}
+	if spec.TTL != 0 {
+		have := "none"
+		if d, err := time.ParseDuration(st.TTL); err == nil && st.TTL != "" {
+			have = d.String()
+		}
+		diff("--ttl", spec.TTL.String(), have)
+	}
 	if spec.IdleStop != 0 {
 		have := "none"
 		if d, err := time.ParseDuration(st.IdleStop); err == nil && st.IdleStop != "" {
@@ -104,7 +111,7 @@ func conflictsWith(spec Spec, st Settings) []string {
 func (s Spec) asksSettings() bool {
 	return s.Lang != "" || s.Image != "" || s.Memory != 0 || s.CPUs != 0 || s.Pids != 0 || s.Network != "" ||
 		len(s.Env) > 0 || s.Snapshot != "" || s.KeepSnapshots != 0 || s.MaxOutput != 0 || s.Disk != 0 ||
-		s.Runtime != "" || s.IdleStop != 0
+		s.Runtime != "" || s.IdleStop != 0 || s.TTL != 0
 }
 
 // envKeys names the variables of KEY=VALUE entries (values can be secrets).

@@ -19,7 +19,14 @@ type GCOptions struct {
 	// Orphans removes containers whose volume (state) is gone and containers that are dead,
 	// and reports volumes that cannot be started.
 	Orphans bool
-	DryRun  bool
+	// TTL removes sessions (running or not) with no execution for this long; 0 applies each
+	// session's own --ttl, if any. Sessions made by a test process that has ended are removed
+	// too (Spec.TestRun).
+	TTL time.Duration
+	// Export, when set, copies each session that TTL removes into Export/NAME first (its
+	// workspace and history); one whose export fails is not removed.
+	Export string
+	DryRun bool
 }
 
 // GCAction is one thing gc did (or, with DryRun, would do).
@@ -55,8 +62,16 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 		}
 		acts = append(acts, a)
 	}
+	removed := map[string]bool{}
+	c.gcRemovals(ctx, o, ctrs, vols, func(a GCAction, f func() error) {
+		removed[a.Session] = true
+		do(a, f)
+	})
 	hasCtr := map[string]bool{}
 	for _, ci := range ctrs {
+		if removed[ci.Session] {
+			continue
+		}
 		hasCtr[ci.Session] = true
 		v, hasVol := volBySession[ci.Session]
 		if o.Orphans && !hasVol {
@@ -101,7 +116,7 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 	}
 	if o.Orphans {
 		for _, v := range vols {
-			if hasCtr[v.Session] {
+			if hasCtr[v.Session] || removed[v.Session] {
 				continue
 			}
 			st, err := decodeSettings(v.Settings)

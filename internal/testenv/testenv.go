@@ -113,6 +113,9 @@ func Start(t testing.TB, c *session.Client, spec session.Spec) *session.Session 
 	if spec.Name == "" {
 		spec.Name = Name(t)
 	}
+	if spec.TestRun == "" {
+		spec.TestRun = session.TestRunID() // a test binary killed mid-run: the next gc removes it
+	}
 	image := spec.Image
 	if image == "" {
 		name := spec.Lang

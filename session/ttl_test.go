@@ -1,0 +1,103 @@
+package session_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtimectl/runtimectl/internal/testenv"
+	"github.com/runtimectl/runtimectl/session"
+)
+
+func gcActions(acts []session.GCAction, name string) []session.GCAction {
+	var out []session.GCAction
+	for _, a := range acts {
+		if a.Session == name {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// A session started with --ttl is removed by `session gc` once idle that long, running or
+// stopped, after an export of its workspace and history when asked; before then it is left
+// alone.
+func TestTTLRemovesIdleSessions(t *testing.T) {
+	c := testenv.Client(t)
+	ctx := context.Background()
+	running, stopped := testenv.Name(t), testenv.Name(t)
+	for _, name := range []string{running, stopped} {
+		s, _, err := c.Start(ctx, session.Spec{Name: name, TTL: 2 * time.Second})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Remove(context.Background(), name, true) })
+		r, err := s.Exec(ctx, "open('/workspace/kept.txt', 'w').write('data')", session.ExecOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "ok", string(r.Status), r.Stderr)
+		s.Close()
+	}
+	require.NoError(t, c.Stop(ctx, stopped))
+
+	acts, err := c.GC(ctx, session.GCOptions{DryRun: true})
+	require.NoError(t, err)
+	assert.Empty(t, gcActions(acts, running), "not idle for its ttl yet")
+	time.Sleep(2500 * time.Millisecond)
+	acts, err = c.GC(ctx, session.GCOptions{DryRun: true})
+	require.NoError(t, err)
+	for _, name := range []string{running, stopped} {
+		got := gcActions(acts, name)
+		require.Len(t, got, 1, "%s: %+v", name, acts)
+		assert.Equal(t, "remove", got[0].Action)
+		assert.Contains(t, got[0].Reason, "ttl 2s")
+		assert.False(t, got[0].Done, "a dry run")
+	}
+
+	dir := t.TempDir()
+	acts, err = c.GC(ctx, session.GCOptions{Export: dir})
+	require.NoError(t, err)
+	for _, name := range []string{running, stopped} {
+		got := gcActions(acts, name)
+		require.Len(t, got, 1, "%s: %+v", name, acts)
+		assert.True(t, got[0].Done, "%+v", got[0])
+		b, err := os.ReadFile(filepath.Join(dir, name, "kept.txt"))
+		require.NoError(t, err, "the workspace was exported before the removal")
+		assert.Equal(t, "data", string(b))
+		_, err = c.Inspect(ctx, name)
+		assert.ErrorIs(t, err, session.ErrNotFound)
+	}
+}
+
+// A session made by a test process that has ended (a test binary killed mid-run) is removed by
+// the next gc; while the process lives it is left alone.
+func TestGCRemovesSessionsOfEndedTestProcesses(t *testing.T) {
+	c := testenv.Client(t)
+	ctx := context.Background()
+	proc := exec.Command("sleep", "60")
+	require.NoError(t, proc.Start())
+	id := session.TestRunIDOf(proc.Process.Pid)
+	name := testenv.Name(t)
+	s, _, err := c.Start(ctx, session.Spec{Name: name, TestRun: id})
+	require.NoError(t, err)
+	s.Close()
+	t.Cleanup(func() { _ = c.Remove(context.Background(), name, true) })
+
+	acts, err := c.GC(ctx, session.GCOptions{DryRun: true})
+	require.NoError(t, err)
+	assert.Empty(t, gcActions(acts, name), "its test process lives")
+
+	require.NoError(t, proc.Process.Kill())
+	_ = proc.Wait()
+	acts, err = c.GC(ctx, session.GCOptions{})
+	require.NoError(t, err)
+	got := gcActions(acts, name)
+	require.Len(t, got, 1, "%+v", acts)
+	assert.True(t, got[0].Done)
+	assert.Contains(t, got[0].Reason, "has ended")
+	_, err = c.Inspect(ctx, name)
+	assert.ErrorIs(t, err, session.ErrNotFound)
+}
