@@ -153,16 +153,16 @@ type Settings struct {
 	MaxOutput     int64          `json:"max_output,omitempty"`
 	// Disk caps the bytes the workspace may take (0: DefaultDisk, for sessions made before the
 	// cap); the agent measures it and refuses executions past it.
-	Disk     int64     `json:"disk,omitempty"`
-	Runtime  string    `json:"runtime,omitempty"`
-	IdleStop string    `json:"idle_stop,omitempty"` // a duration: `session gc` stops the session after this long idle
+	Disk     int64  `json:"disk,omitempty"`
+	Runtime  string `json:"runtime,omitempty"`
+	IdleStop string `json:"idle_stop,omitempty"` // a duration: `session gc` stops the session after this long idle
 	// TTL is a duration: `session gc` (and `runtimectl serve`, on its own) removes the session
 	// once it has been idle that long.
 	TTL string `json:"ttl,omitempty"`
 	// TestRun names the test process that made the session ("HOST/PID/START"): once that
 	// process is gone, `session gc` removes what it left behind.
-	TestRun string `json:"test_run,omitempty"`
-	Created  time.Time `json:"created"`
+	TestRun string    `json:"test_run,omitempty"`
+	Created time.Time `json:"created"`
 
 	// Owner names who made the session through `runtimectl serve` (its token's name); "" for
 	// sessions made otherwise. The server shows a session only to its owner and to admins.
