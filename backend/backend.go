@@ -1,12 +1,10 @@
-// Package backend is the seam between the session library and the engine that runs sessions:
-// what session asks of an engine (create, start, stop, remove, inspect and list a session's
-// runtime; a private duplex stream to the agent's `runtime-agent connect`; the session's
-// volumes; copying files in and out as tar streams), as Go interfaces with the project's own
-// types. Docker implements it with the containers and volumes packages; Kubernetes with the
-// kube package (a Pod plus PersistentVolumeClaims, the stream through pods/exec).
-//
-// It imports nothing but the standard library, so that session, the commands and the tests
-// can speak of an engine without knowing which one it is.
+// Package backend names an engine's parts in engine-neutral types, with the standard library
+// only: a session's runtime (create, start, stop, remove, inspect and list it; a private duplex
+// stream to the agent's `runtime-agent connect`; copying files in and out as tar streams), its
+// volumes, and the errors every engine returns. The kube package implements it over client-go
+// (a Pod plus PersistentVolumeClaims, the stream through pods/exec), and adapts it to the
+// session library's own seam, session.Runtimes and session.Storage, which Docker's containers
+// and volumes managers implement directly (kube.Backend.Session).
 package backend
 
 import (
