@@ -95,9 +95,22 @@ func runKubeDoctor(ctx context.Context, f *Factory) []doctorCheck {
 		l, _ := lang.Get(n)
 		refs = append(refs, images.Ref(l))
 	}
-	checks = append(checks, doctorCheck{Check: "images", OK: true,
-		Detail: "pulled by the cluster when a session starts (imagePullPolicy IfNotPresent): " + strings.Join(refs, ", ") + "; one it cannot pull fails the start with the kubelet's reason",
-		Fix:    ""})
+	on, nodes, err := b.ImagesOnNodes(ctx, refs)
+	for _, ref := range refs {
+		ch := doctorCheck{Check: "image " + ref}
+		switch {
+		case err != nil:
+			ch.OK, ch.Detail = true, "cannot tell whether the nodes hold it ("+oneLine(err.Error())+"); a node pulls it when a session starts there (imagePullPolicy IfNotPresent), and one it cannot pull fails the start with the kubelet's reason"
+		case on[ref] == nodes:
+			ch.OK, ch.Detail = true, fmt.Sprintf("on all %d nodes", nodes)
+		case on[ref] > 0:
+			ch.OK, ch.Detail = true, fmt.Sprintf("on %d of %d nodes; the others pull it on a session's first start there", on[ref], nodes)
+		default:
+			ch.Detail = fmt.Sprintf("on none of the %d nodes: a session's start pulls it, and fails unless it is in a registry the nodes reach", nodes)
+			ch.Fix = "push it to the cluster's registry and start sessions with --image REGISTRY/...; or import it into the nodes (make kube-up does for the local cluster)"
+		}
+		checks = append(checks, ch)
+	}
 	return checks
 }
 

@@ -80,3 +80,52 @@ func (b *Backend) NamespaceExists(ctx context.Context) (bool, error) {
 	}
 	return err == nil, b.classify(err)
 }
+
+// ImagesOnNodes returns, for each image reference, how many of the cluster's nodes hold it
+// (from the nodes' status, as `kubectl get nodes -o yaml` shows it), and the number of nodes.
+// Listing nodes is a cluster-wide permission a namespaced user may lack: then an error.
+func (b *Backend) ImagesOnNodes(ctx context.Context, refs []string) (map[string]int, int, error) {
+	cctx, cancel := context.WithTimeout(ctx, b.call)
+	defer cancel()
+	nodes, err := b.cs.CoreV1().Nodes().List(cctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, 0, b.classify(err)
+	}
+	out := map[string]int{}
+	for _, n := range nodes.Items {
+		have := map[string]bool{}
+		for _, img := range n.Status.Images {
+			for _, name := range img.Names {
+				have[normalizeRef(name)] = true
+			}
+		}
+		for _, r := range refs {
+			if have[normalizeRef(r)] {
+				out[r]++
+			}
+		}
+	}
+	return out, len(nodes.Items), nil
+}
+
+// normalizeRef spells an image reference as the nodes report it: docker.io/library/ for a bare
+// name, docker.io/ for a name without a registry, :latest without a tag or digest.
+func normalizeRef(r string) string {
+	name, digest, hasDigest := strings.Cut(r, "@")
+	if !hasDigest {
+		if i := strings.LastIndexByte(name, ':'); i < 0 || strings.Contains(name[i:], "/") {
+			name += ":latest"
+		}
+	}
+	first, _, hasSlash := strings.Cut(name, "/")
+	switch {
+	case !hasSlash:
+		name = "docker.io/library/" + name
+	case !strings.ContainsAny(first, ".:") && first != "localhost":
+		name = "docker.io/" + name
+	}
+	if hasDigest {
+		return name + "@" + digest
+	}
+	return name
+}

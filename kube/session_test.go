@@ -151,9 +151,13 @@ func TestSessionClaimsAndEvictionOnKubernetes(t *testing.T) {
 // (the next exec brings it back and says so on stderr); ls; RUNTIMECTL_BACKEND for stop; rm.
 func TestCLIOnKubernetes(t *testing.T) {
 	_, kb := sessionClient(t)
-	l, _ := lang.Get("python")
-	if out, err := exec.Command("bash", scriptPath("import.sh"), images.Ref(l)).CombinedOutput(); err != nil {
-		t.Fatalf("import the python image: %v\n%s", err, out)
+	var refs []string // every language's image, for doctor's check of the nodes
+	for _, n := range lang.Names() {
+		l, _ := lang.Get(n)
+		refs = append(refs, images.Ref(l))
+	}
+	if out, err := exec.Command("bash", append([]string{scriptPath("import.sh")}, refs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("import the images: %v\n%s", err, out)
 	}
 	bin := filepath.Join(t.TempDir(), "runtimectl")
 	out, err := exec.Command("go", "build", "-o", bin, "../cmd/runtimectl").CombinedOutput()
@@ -193,6 +197,7 @@ func TestCLIOnKubernetes(t *testing.T) {
 	assert.Contains(t, stdout, "pods/exec")
 	stdout, _ = run(k, "doctor")
 	assert.Contains(t, stdout, "OK    permissions")
+	assert.Contains(t, stdout, "OK    image runtimectl/python:latest: on all 1 nodes")
 	run(k, "session", "rm", "-f", "s")
 	stdout, _ = run(k, "session", "ls", "-q")
 	assert.NotContains(t, stdout, "s\n")

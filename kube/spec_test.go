@@ -441,3 +441,17 @@ func TestNoKubeconfigSaysWhatToSet(t *testing.T) {
 	assert.Contains(t, err.Error(), "nope")
 	assert.Regexp(t, regexp.MustCompile(`no such file|does not exist`), err.Error())
 }
+
+func TestNormalizeRefAsNodesReportIt(t *testing.T) {
+	for in, want := range map[string]string{
+		"runtimectl/python:latest":        "docker.io/runtimectl/python:latest",
+		"runtimectl/python":               "docker.io/runtimectl/python:latest",
+		"python:3":                        "docker.io/library/python:3",
+		"registry.example.com:5000/rt/py": "registry.example.com:5000/rt/py:latest",
+		"localhost/rt/py:1":               "localhost/rt/py:1",
+		"docker.io/runtimectl/bash:v1":    "docker.io/runtimectl/bash:v1",
+		"runtimectl/python@sha256:abc":    "docker.io/runtimectl/python@sha256:abc",
+	} {
+		assert.Equal(t, want, normalizeRef(in), in)
+	}
+}
