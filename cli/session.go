@@ -16,7 +16,7 @@ snapshots and history live on its volume.`,
 		newCmdStart(f, nil), newCmdExec(f, nil), newCmdStop(f), newCmdRm(f), newCmdLs(f),
 		newCmdHistory(f), newCmdSnapshot(f), newCmdSnapshots(f), newCmdRestore(f), newCmdInterrupt(f),
 		newCmdVars(f), newCmdCp(f), newCmdContext(f), newCmdFork(f), newCmdGC(f),
-		newCmdInspect(f), newCmdLogs(f), newCmdStats(f),
+		newCmdInspect(f), newCmdLogs(f), newCmdStats(f), newCmdInstall(f),
 	)
 	return group(c)
 }

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -53,34 +55,11 @@ func (m *Manager) Measure(ctx context.Context, image string, vols []string) ([]i
 		Resources: container.Resources{Memory: 256 << 20, MemorySwap: 256 << 20, PidsLimit: &pids, NanoCPUs: 1e9,
 			Ulimits: []*units.Ulimit{{Name: "nofile", Soft: OpenFilesLimit, Hard: OpenFilesLimit}}},
 	}
-	created, err := m.api.ContainerCreate(ctx, cfg, hc, nil, nil, "")
-	if err != nil {
-		return nil, fmt.Errorf("measure volumes: %w", m.classify(err))
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = m.api.ContainerRemove(rctx, created.ID, container.RemoveOptions{Force: true})
-	}()
-	waitC, errC := m.api.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
-	if err := m.api.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		return nil, fmt.Errorf("measure volumes: %w", m.classify(err))
-	}
-	select {
-	case <-waitC:
-	case err := <-errC:
-		return nil, fmt.Errorf("measure volumes: %w", m.classify(err))
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	rc, err := m.api.ContainerLogs(ctx, created.ID, container.LogsOptions{ShowStdout: true})
-	if err != nil {
-		return nil, fmt.Errorf("measure volumes: %w", m.classify(err))
-	}
-	defer rc.Close()
 	var out bytes.Buffer
-	if _, err := stdcopy.StdCopy(&out, &bytes.Buffer{}, rc); err != nil {
-		return nil, fmt.Errorf("measure volumes: read the helper's output: %w", err)
+	if code, err := m.RunHelper(ctx, cfg, hc, &out, io.Discard); err != nil {
+		return nil, fmt.Errorf("measure volumes: %w", err)
+	} else if code != 0 && out.Len() == 0 {
+		return nil, fmt.Errorf("measure volumes: the helper exited with code %d", code)
 	}
 	sizes := make([]int64, len(vols))
 	for i := range sizes {
@@ -98,4 +77,58 @@ func (m *Manager) Measure(ctx context.Context, image string, vols []string) ([]i
 		}
 	}
 	return sizes, nil
+}
+
+// RunHelper runs a short-lived helper container (cfg, hc) to its end, streaming its stdout and
+// stderr to the writers as it runs, and removes it; it returns the helper's exit code.
+func (m *Manager) RunHelper(ctx context.Context, cfg *container.Config, hc *container.HostConfig, stdout, stderr io.Writer) (int, error) {
+	if cfg.Labels == nil {
+		cfg.Labels = map[string]string{}
+	}
+	if _, ok := cfg.Labels[LabelHelper]; !ok {
+		cfg.Labels[LabelHelper] = "1"
+	}
+	created, err := m.api.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if err != nil {
+		return -1, m.classify(err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = m.api.ContainerRemove(rctx, created.ID, container.RemoveOptions{Force: true})
+	}()
+	waitC, errC := m.api.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
+	if err := m.api.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		return -1, m.classify(err)
+	}
+	rc, err := m.api.ContainerLogs(ctx, created.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true})
+	if err != nil {
+		return -1, m.classify(err)
+	}
+	copied := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(stdout, stderr, rc)
+		copied <- err
+	}()
+	var code int
+	select {
+	case w := <-waitC:
+		code = int(w.StatusCode)
+		if w.Error != nil && w.Error.Message != "" {
+			rc.Close()
+			return -1, errors.New(w.Error.Message)
+		}
+	case err := <-errC:
+		rc.Close()
+		return -1, m.classify(err)
+	case <-ctx.Done():
+		rc.Close()
+		return -1, ctx.Err()
+	}
+	select {
+	case <-copied: // the log stream ends with the container
+	case <-time.After(10 * time.Second):
+	}
+	rc.Close()
+	return code, nil
 }

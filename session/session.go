@@ -295,6 +295,21 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 		},
 		Notice: o.OnNotice,
 	}
+	if s.lang == "python" || s.lang == "" {
+		// `%pip install` and `!pip install` lines: done by the installer first (the session has
+		// no network), their output streamed as the code's; the lines become comments.
+		rewritten, installs, err := pipLines(code)
+		if err != nil {
+			return nil, err
+		}
+		for _, inst := range installs {
+			inst.Output = writerFunc(h.Stdout)
+			if err := s.c.Install(ctx, s.name, inst); err != nil {
+				return nil, err
+			}
+		}
+		code = rewritten
+	}
 	req := execproto.Request{Code: code, TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput, IgnoreDiskCap: o.IgnoreDiskCap}
 	start := time.Now()
 	wire, err := conn.Exec(ctx, req, h, detach)

@@ -52,6 +52,7 @@ import io
 import json
 import linecache
 import os
+import re
 import select
 import signal
 import _signal  # getsignal without the enum conversion of signal.getsignal (~10 us a call)
@@ -104,6 +105,61 @@ def _tname(v):
     mod = getattr(t, "__module__", None)
     qn = getattr(t, "__qualname__", None) or t.__name__
     return qn if mod in (None, "builtins") else "%s.%s" % (mod, qn)
+
+
+_MAGIC = re.compile(r"^([ \t]*)([!%])(.*)$")
+
+
+def _shell_lines(code):
+    """IPython's line syntax, which models write constantly: `!cmd` runs a shell command (its
+    output streamed, its exit status in `_exit_code`); `%pip` is done by runtimectl before the
+    code reaches here (an error if it still does); any other `%magic` is a clear error rather
+    than a SyntaxError. Lines inside strings are left alone (only whole lines that do not
+    compile as Python are rewritten)."""
+    if "!" not in code and "%" not in code:
+        return code
+    lines = code.split("\n")
+    changed = False
+    for i, line in enumerate(lines):
+        m = _MAGIC.match(line)
+        if not m or (m.group(2) == "!" and m.group(3).startswith("=")):
+            continue
+        indent, kind, rest = m.groups()
+        if kind == "!":
+            lines[i] = "%s__runtimectl_shell__(%r)" % (indent, rest)
+        else:
+            name = rest.split(None, 1)[0] if rest.strip() else ""
+            if name.startswith("%"):
+                name = name[1:]
+            if name in ("pip", "conda"):
+                msg = ("%%%s is done by runtimectl before the code runs; this one reached the "
+                       "interpreter: use `runtimectl session install NAME PKG...`" % name)
+            else:
+                msg = ("IPython magics are not supported: %%%s; write it in Python (for shell "
+                       "commands, start the line with !)" % name)
+            lines[i] = "%sraise RuntimeError(%r)" % (indent, msg)
+        changed = True
+    if not changed:
+        return code
+    new = "\n".join(lines)
+    try:
+        compile(code, "<check>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        return code                              # valid Python as written: leave it be
+    except SyntaxError:
+        return new
+
+
+def _shell(cmd):
+    """Run one `!cmd` line through the shell, its output going where the code's goes."""
+    import subprocess
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.flush()
+        except Exception:
+            pass
+    rc = subprocess.call(cmd, shell=True)
+    sys.modules["__main__"].__dict__["_exit_code"] = rc
+    return None
 
 
 def _cap(s, n=MAX_TEXT):
@@ -468,9 +524,17 @@ class Kernel:
         elif "" not in sys.path:
             sys.path.insert(0, "")
         sys.argv = [""]
+        # Packages installed into the session (`runtimectl session install`, `%pip install`)
+        # live in a virtual environment on its volume; they are importable at once, without a
+        # restart: the folder is looked at again whenever it changed (see _refresh_packages).
+        self.packages = os.path.join(os.environ.get("RUNTIMECTL_PACKAGES", "/workspace/.venv"),
+                                     "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+        self.packages_mtime = None
+        self._refresh_packages()
         # The user's namespace.
         self.main = types.ModuleType("__main__")
         self.main.__dict__["__builtins__"] = builtins
+        builtins.__runtimectl_shell__ = _shell
         sys.modules["__main__"] = self.main
         self.ns = self.main.__dict__
         self.info = _info()
@@ -625,7 +689,23 @@ class Kernel:
         self.event({"op": "done", "id": rid, "status": status, "result": result,
                     "error": error, "outputs": outputs, "changed": changed})
 
+    def _refresh_packages(self):
+        try:
+            m = os.stat(self.packages).st_mtime_ns
+        except OSError:
+            m = None
+        if m == self.packages_mtime:
+            return
+        self.packages_mtime = m
+        if m is not None:
+            import site
+            site.addsitedir(self.packages)       # and its .pth files
+        import importlib
+        importlib.invalidate_caches()            # also forgets that the folder was missing
+
     def run_code(self, code, filename):
+        self._refresh_packages()
+        code = _shell_lines(code)
         linecache.cache[filename] = (len(code), None, code.splitlines(True) or ["\n"], filename)
         base = self.flags | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         try:
