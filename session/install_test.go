@@ -25,7 +25,7 @@ import (
 func wheel(t *testing.T, name string, value int) []byte {
 	t.Helper()
 	files := map[string]string{
-		name + "/__init__.py": fmt.Sprintf("VALUE = %d\n", value),
+		name + "/__init__.py":            fmt.Sprintf("VALUE = %d\n", value),
 		name + "-1.0.dist-info/METADATA": fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n", name),
 		name + "-1.0.dist-info/WHEEL":    "Wheel-Version: 1.0\nGenerator: runtimectl-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
 	}
