@@ -134,6 +134,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/sessions/{name}/vars", true, s.vars},
 		{"GET", "/v1/sessions/{name}/context", true, s.context},
 		{"POST", "/v1/sessions/{name}/fork", true, s.fork},
+		{"POST", "/v1/sessions/{name}/install", true, s.install},
 		{"GET", "/v1/sessions/{name}/files/{path...}", true, s.readFiles},
 		{"PUT", "/v1/sessions/{name}/files/{path...}", true, s.writeFiles},
 	}

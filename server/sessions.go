@@ -416,3 +416,48 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, tok Token) {
 	}
 	writeJSON(w, http.StatusCreated, in)
 }
+
+// install is `session install`: pip in an installer container, into the session's virtual
+// environment; the reply carries the end of pip's output.
+func (s *Server) install(w http.ResponseWriter, r *http.Request, tok Token) {
+	name := r.PathValue("name")
+	var req struct {
+		Packages       []string `json:"packages"`
+		Requirements   string   `json:"requirements"`
+		IndexURL       string   `json:"index_url"`
+		ExtraIndexURLs []string `json:"extra_index_urls"`
+		TrustedHosts   []string `json:"trusted_hosts"`
+		NoDeps         bool     `json:"no_deps"`
+	}
+	if !s.readJSON(w, r, &req) {
+		return
+	}
+	if err := s.checkOwner(r.Context(), name, tok, true); err != nil {
+		fail(w, err)
+		return
+	}
+	out := &capped{max: 64 << 10}
+	err := s.cfg.Client.Install(r.Context(), name, session.InstallOptions{Packages: req.Packages, Requirements: req.Requirements,
+		IndexURL: req.IndexURL, ExtraIndexURLs: req.ExtraIndexURLs, TrustedHosts: req.TrustedHosts, NoDeps: req.NoDeps, Output: out})
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"output": out.String()})
+}
+
+// capped keeps the last max bytes written to it.
+type capped struct {
+	b   []byte
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.b = append(c.b, p...)
+	if len(c.b) > c.max {
+		c.b = c.b[len(c.b)-c.max:]
+	}
+	return len(p), nil
+}
+
+func (c *capped) String() string { return string(c.b) }

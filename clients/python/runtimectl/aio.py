@@ -88,6 +88,10 @@ class AsyncSession:
         """See Session.restore."""
         return await _in_thread(self._s.restore, snapshot_id)
 
+    async def install(self, *packages: str, **options: Any) -> str:
+        """See Session.install."""
+        return await _in_thread(self._s.install, *packages, **options)
+
     async def fork(self, name: str, at: Optional[str] = None) -> "AsyncSession":
         """See Session.fork."""
         return AsyncSession(await _in_thread(self._s.fork, name, at))

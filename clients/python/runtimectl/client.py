@@ -246,6 +246,24 @@ class Session:
         info = self._c._t.call("POST", self._p("/fork"), payload)
         return Session(self._c, info["name"], info)
 
+    def install(self, *packages: str, requirements: Optional[str] = None, index_url: Optional[str] = None,
+                extra_index_urls: Optional[List[str]] = None, trusted_hosts: Optional[List[str]] = None,
+                no_deps: bool = False) -> str:
+        """Like `runtimectl session install`: pip installs the packages (or the content of a
+        requirements file) into the session's virtual environment on its volume, in an
+        installer container with network access; the session imports them at once. Returns the
+        end of pip's output. `%pip install` lines in code do the same."""
+        payload: Dict[str, Any] = {"packages": list(packages), "no_deps": no_deps}
+        if requirements:
+            payload["requirements"] = requirements
+        if index_url:
+            payload["index_url"] = index_url
+        if extra_index_urls:
+            payload["extra_index_urls"] = list(extra_index_urls)
+        if trusted_hosts:
+            payload["trusted_hosts"] = list(trusted_hosts)
+        return str(self._c._t.call("POST", self._p("/install"), payload).get("output", ""))
+
     def write_file(self, path: str, data: Union[bytes, str]) -> None:
         """Writes data to the file path of the session (relative to /workspace)."""
         if isinstance(data, str):

@@ -226,3 +226,56 @@ def test_bash_executor(serve, name):
         await ex.terminate()
 
     asyncio.run(main())
+
+
+def _wheel(path, name, value):
+    """A pure-Python wheel of one module whose VALUE is value."""
+    import base64
+    import hashlib
+    import zipfile
+    files = {
+        "%s/__init__.py" % name: "VALUE = %d\n" % value,
+        "%s-1.0.dist-info/METADATA" % name: "Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n" % name,
+        "%s-1.0.dist-info/WHEEL" % name: "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    with zipfile.ZipFile(path, "w") as z:
+        for p, c in files.items():
+            z.writestr(p, c)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(c.encode()).digest()).rstrip(b"=").decode()
+            record.append("%s,sha256=%s,%d" % (p, digest, len(c)))
+        rec = "%s-1.0.dist-info/RECORD" % name
+        record.append("%s,," % rec)
+        z.writestr(rec, "\n".join(record) + "\n")
+
+
+def test_install_from_a_local_index(serve, name, tmp_path):
+    """Session.install from an index on this host (reached from the installer container
+    through the engine's bridge): importable at once, and by %pip in code."""
+    import http.server
+    import json as _json
+    out = subprocess.run(["docker", "network", "inspect", "bridge", "-f", "{{json .IPAM.Config}}"],
+                         capture_output=True, text=True, check=True).stdout
+    cfg = _json.loads(out)[0]
+    gw = cfg.get("Gateway") or ".".join(cfg["Subnet"].split("/")[0].split(".")[:3] + ["1"])
+    root = tmp_path / "index"
+    for pkg, value in (("pyonepkg", 5), ("pytwopkg", 6)):
+        (root / "simple" / pkg).mkdir(parents=True)
+        _wheel(str(root / ("%s-1.0-py3-none-any.whl" % pkg)), pkg, value)
+        (root / "simple" / pkg / "index.html").write_text(
+            '<a href="/%s-1.0-py3-none-any.whl">%s-1.0-py3-none-any.whl</a>' % (pkg, pkg))
+    handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(*a, directory=str(root), **k)  # noqa: E731
+    httpd = http.server.ThreadingHTTPServer(("0.0.0.0", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        index = "http://%s:%d/simple" % (gw, httpd.server_address[1])
+        s = serve.client().start(name)
+        out = s.install("pyonepkg", index_url=index, trusted_hosts=[gw])
+        assert "Successfully installed pyonepkg-1.0" in out
+        assert s.run("import pyonepkg\npyonepkg.VALUE").result == "5"
+        ex = s.run("%%pip install pytwopkg --index-url %s --trusted-host %s\nimport pytwopkg\npytwopkg.VALUE" % (index, gw))
+        assert ex.result == "6", ex.stderr
+        with pytest.raises(InvalidRequest):
+            s.install()
+    finally:
+        httpd.shutdown()
