@@ -132,3 +132,37 @@ func (m *Manager) RunHelper(ctx context.Context, cfg *container.Config, hc *cont
 	rc.Close()
 	return code, nil
 }
+
+// Installer is a short-lived container that installs packages into a session's workspace:
+// the session's image, run as the session user with network access (the engine's default
+// bridge) and the workspace volume mounted, a read-only root with a 1 GiB /tmp.
+type Installer struct {
+	Image  string
+	Volume string   // the session's workspace volume, mounted at /workspace
+	Argv   []string // the command
+	Env    []string
+	Labels map[string]string
+}
+
+// RunInstaller runs it to its end, streaming its output to out, and returns its exit code.
+func (m *Manager) RunInstaller(ctx context.Context, in Installer, out io.Writer) (int, error) {
+	pids := int64(256)
+	const memory = 1 << 30
+	labels := map[string]string{LabelHelper: "install"}
+	for k, v := range in.Labels {
+		labels[k] = v
+	}
+	cfg := &container.Config{Image: in.Image, User: "1000:1000", WorkingDir: contract.Workspace, Entrypoint: in.Argv, Env: in.Env, Labels: labels}
+	hc := &container.HostConfig{
+		NetworkMode: "bridge", // the engine's default network: the index is outside
+		CapDrop:     []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"}, ReadonlyRootfs: true,
+		Tmpfs:  map[string]string{"/tmp": "rw,nosuid,nodev,size=1g,mode=1777"},
+		Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: in.Volume, Target: contract.Workspace}},
+		Resources: container.Resources{Memory: memory, MemorySwap: memory, PidsLimit: &pids, NanoCPUs: 2e9,
+			Ulimits: []*units.Ulimit{{Name: "nofile", Soft: OpenFilesLimit, Hard: OpenFilesLimit}}},
+	}
+	return m.RunHelper(ctx, cfg, hc, out, out)
+}
+
+// HumanSize spells a size as the CLI and messages do ("2GiB").
+func HumanSize(b int64) string { return units.BytesSize(float64(b)) }

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/go-units"
-
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/snapshot"
@@ -26,7 +24,7 @@ func conflictsWith(spec Spec, st Settings) []string {
 			out = append(out, fmt.Sprintf("%s %s (the session has %s)", what, want, have))
 		}
 	}
-	size := func(b int64) string { return units.BytesSize(float64(b)) }
+	size := containers.HumanSize
 	orInt := func(v, def int64) int64 {
 		if v == 0 {
 			return def

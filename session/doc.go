@@ -4,9 +4,12 @@
 // cmd/runtimectl are thin layers over it.
 //
 //	c, _ := session.New()
-//	s, _ := c.Start(ctx, session.Spec{Name: "demo", Lang: "python"})
+//	s, _, _ := c.Start(ctx, session.Spec{Name: "demo", Lang: "python"})
 //	res, _ := s.Exec(ctx, "x = 40 + 2\nx", session.ExecOptions{})
 //	fmt.Println(*res.Result) // 42
+//
+// Other engines plug in below the same API through session.Runtimes and session.Storage
+// (NewWithBackend; kube.Backend.Session for Kubernetes).
 //
 // A Session keeps one private stream to the session's agent open (a docker exec of the relay),
 // so only its first request pays for opening it. It is safe for concurrent use: requests are
@@ -14,5 +17,5 @@
 // the next call starts it again and the agent restores the latest snapshot.
 //
 // This package imports containers, images and volumes (which hide the Docker SDK), execproto,
-// history and snapshot; never the Docker SDK itself.
+// history and snapshot; never the Docker SDK itself (nor client-go: kube imports session).
 package session

@@ -8,10 +8,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/go-units"
-
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/volumes"
 )
@@ -33,9 +29,6 @@ type InstallOptions struct {
 	// Output receives pip's output as it runs (nil: discarded).
 	Output io.Writer
 }
-
-// installerMemory bounds the installer container: pip resolving and building wheels.
-const installerMemory = 1 << 30
 
 var pipOption = regexp.MustCompile(`^-`)
 
@@ -85,29 +78,19 @@ func (c *Client) Install(ctx context.Context, name string, o InstallOptions) err
 if [ ! -x "$VENV/bin/python" ]; then python3 -m venv --system-site-packages "$VENV"; fi
 if [ -n "$RUNTIMECTL_REQUIREMENTS" ]; then printf '%s\n' "$RUNTIMECTL_REQUIREMENTS" > /tmp/requirements.txt; fi
 exec "$VENV/bin/python" -m pip "$@"`
-	pids := int64(256)
-	cfg := &container.Config{
-		Image: st.Image, User: "1000:1000", WorkingDir: Workspace,
-		Entrypoint: append([]string{"/bin/sh", "-c", script, "sh"}, args...),
-		Env: []string{"VENV=" + PackagesDir, "HOME=/tmp", "PIP_CACHE_DIR=/tmp/pip-cache", "PYTHONDONTWRITEBYTECODE=",
-			"RUNTIMECTL_REQUIREMENTS=" + o.Requirements},
-		Labels: map[string]string{containers.LabelHelper: "install", containers.LabelSession: name},
-	}
-	hc := &container.HostConfig{
-		NetworkMode: "bridge", // the engine's default network: the index is outside
-		CapDrop:     []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"}, ReadonlyRootfs: true,
-		Tmpfs:  map[string]string{"/tmp": "rw,nosuid,nodev,size=1g,mode=1777"},
-		Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: volumes.Name(name), Target: Workspace}},
-		Resources: container.Resources{Memory: installerMemory, MemorySwap: installerMemory, PidsLimit: &pids, NanoCPUs: 2e9,
-			Ulimits: []*units.Ulimit{{Name: "nofile", Soft: containers.OpenFilesLimit, Hard: containers.OpenFilesLimit}}},
-	}
 	out := o.Output
 	if out == nil {
 		out = io.Discard
 	}
 	tail := &tailBuffer{max: 2048}
 	w := io.MultiWriter(out, tail)
-	code, err := c.docker.RunHelper(ctx, cfg, hc, w, w)
+	code, err := c.docker.RunInstaller(ctx, containers.Installer{
+		Image: st.Image, Volume: volumes.Name(name),
+		Argv: append([]string{"/bin/sh", "-c", script, "sh"}, args...),
+		Env: []string{"VENV=" + PackagesDir, "HOME=/tmp", "PIP_CACHE_DIR=/tmp/pip-cache", "PYTHONDONTWRITEBYTECODE=",
+			"RUNTIMECTL_REQUIREMENTS=" + o.Requirements},
+		Labels: map[string]string{containers.LabelSession: name},
+	}, w)
 	if err != nil {
 		if errors.Is(err, containers.ErrNotFound) {
 			return fmt.Errorf("install into session %q: its image %s is gone: %w", name, st.Image, err)
