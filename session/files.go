@@ -145,3 +145,68 @@ func (c *Client) CopyFromWith(ctx context.Context, name, src, dst string, o Copy
 	}
 	return err
 }
+
+// WriteFile writes what r holds to the file path of the session (relative to /workspace, or
+// absolute inside it), replacing one that is there; it belongs to the session's user. r is
+// read to its end first (through a file on the host), so a reader that fails leaves the
+// session's file as it was.
+func (c *Client) WriteFile(ctx context.Context, name, path string, r io.Reader) error {
+	if _, err := ResolvePath(path); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "runtimectl-write-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, filepath.Base(path))
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s in session %q: read the content: %w", path, name, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return c.CopyTo(ctx, name, tmp, path)
+}
+
+// ReadFile writes the content of the session's file path to w and returns its size; the
+// default size budget of CopyFrom applies. A folder is refused: copy it with CopyFrom.
+func (c *Client) ReadFile(ctx context.Context, name, path string, w io.Writer) (int64, error) {
+	dir, err := os.MkdirTemp("", "runtimectl-read-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, "file")
+	if err := c.CopyFrom(ctx, name, path, tmp); err != nil {
+		return 0, err
+	}
+	st, err := os.Lstat(tmp)
+	if err != nil {
+		return 0, err
+	}
+	if !st.Mode().IsRegular() {
+		return 0, fmt.Errorf("%w path %q: not a regular file (a folder or a link); copy it with `session cp`", ErrInvalid, path)
+	}
+	f, err := os.Open(tmp)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return io.Copy(w, f)
+}
+
+// WriteFile writes r's content to the file path of the session (see Client.WriteFile).
+func (s *Session) WriteFile(ctx context.Context, path string, r io.Reader) error {
+	return s.c.WriteFile(ctx, s.name, path, r)
+}
+
+// ReadFile writes the content of the session's file path to w (see Client.ReadFile).
+func (s *Session) ReadFile(ctx context.Context, path string, w io.Writer) (int64, error) {
+	return s.c.ReadFile(ctx, s.name, path, w)
+}

@@ -1,10 +1,13 @@
 package session_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,4 +103,25 @@ func TestGCRemovesSessionsOfEndedTestProcesses(t *testing.T) {
 	assert.Contains(t, got[0].Reason, "has ended")
 	_, err = c.Inspect(ctx, name)
 	assert.ErrorIs(t, err, session.ErrNotFound)
+}
+
+// WriteFile and ReadFile move a file's content through readers and writers, not host paths;
+// a folder is refused for ReadFile, a path outside the workspace for both.
+func TestWriteFileAndReadFileWithReadersAndWriters(t *testing.T) {
+	c := testenv.Client(t)
+	ctx := context.Background()
+	s := testenv.Start(t, c, session.Spec{})
+	data := strings.Repeat("line of data\n", 1000)
+	require.NoError(t, s.WriteFile(ctx, "sub/data.txt", strings.NewReader(data)))
+	r, err := s.Exec(ctx, "import os\n(len(open('/workspace/sub/data.txt').read()), os.stat('/workspace/sub/data.txt').st_uid)", session.ExecOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("(%d, 1000)", len(data)), *r.Result, "the content, owned by the session user")
+	var back bytes.Buffer
+	n, err := s.ReadFile(ctx, "/workspace/sub/data.txt", &back)
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(data)), n)
+	assert.Equal(t, data, back.String())
+	_, err = s.ReadFile(ctx, "sub", &back)
+	assert.ErrorIs(t, err, session.ErrInvalid)
+	assert.ErrorIs(t, s.WriteFile(ctx, "/etc/passwd", strings.NewReader("x")), session.ErrInvalid)
 }
