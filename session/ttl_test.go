@@ -125,3 +125,39 @@ func TestWriteFileAndReadFileWithReadersAndWriters(t *testing.T) {
 	assert.ErrorIs(t, err, session.ErrInvalid)
 	assert.ErrorIs(t, s.WriteFile(ctx, "/etc/passwd", strings.NewReader("x")), session.ErrInvalid)
 }
+
+// Events gives an execution as an iterator: output as it comes, then the result; leaving the
+// loop early interrupts the code, and the session goes on.
+func TestEventsIterateAnExecution(t *testing.T) {
+	c := testenv.Client(t)
+	ctx := context.Background()
+	s := testenv.Start(t, c, session.Spec{})
+	var kinds []session.EventKind
+	var out strings.Builder
+	var res *session.Result
+	for e, err := range s.Events(ctx, "import sys\nfor i in range(3): print(i, flush=True)\nprint('e', file=sys.stderr)\n7 * 6", session.ExecOptions{}) {
+		require.NoError(t, err)
+		kinds = append(kinds, e.Kind)
+		if e.Kind == session.EventStdout {
+			out.Write(e.Data)
+		}
+		if e.Kind == session.EventResult {
+			res = e.Result
+		}
+	}
+	require.NotNil(t, res)
+	assert.Equal(t, "42", *res.Result)
+	assert.Equal(t, "0\n1\n2\n", out.String())
+	assert.Equal(t, session.EventResult, kinds[len(kinds)-1], "the result is last")
+	assert.Contains(t, kinds, session.EventStderr)
+
+	for e, err := range s.Events(ctx, "import time\nprint('started', flush=True)\nwhile True: time.sleep(0.1)", session.ExecOptions{}) {
+		require.NoError(t, err)
+		if e.Kind == session.EventStdout {
+			break // interrupts the loop in the session
+		}
+	}
+	r, err := s.Exec(ctx, "6 * 7", session.ExecOptions{Timeout: time.Minute})
+	require.NoError(t, err)
+	assert.Equal(t, "42", *r.Result, "the session answers after the early break")
+}
