@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"strings"
+
 	"github.com/spf13/cobra"
 )
 
@@ -29,5 +31,53 @@ in the current shell, or install it where your shell looks for completions.`,
 			}
 			return usagef("unknown shell %q: use bash, zsh or fish", a[0])
 		},
+	}
+}
+
+// completeSessions completes the first argument with the names of the sessions (from their
+// volumes: one engine call, no agent asked), for the commands that take NAME first.
+func completeSessions(f *Factory) cobra.CompletionFunc {
+	return func(c *cobra.Command, a []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(a) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		cl, err := f.Client()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		vols, err := cl.Storage().List(c.Context(), false)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var out []cobra.Completion
+		for _, v := range vols {
+			if strings.HasPrefix(v.Session, toComplete) {
+				out = append(out, v.Session)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completeImages completes an image reference among the images that carry the agent.
+func completeImages(f *Factory) cobra.CompletionFunc {
+	return func(c *cobra.Command, a []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		cl, err := f.Client()
+		if err != nil || cl.Images() == nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		list, err := cl.Images().List(c.Context())
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var out []cobra.Completion
+		for _, im := range list {
+			for _, ref := range im.Refs {
+				if strings.HasPrefix(ref, toComplete) {
+					out = append(out, ref)
+				}
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 }

@@ -427,3 +427,18 @@ func TestExecReadingAnOpenStdinIsCancellable(t *testing.T) {
 	r := rt(t, "", "session", "history", name, "--format", "json")
 	assert.Equal(t, "[]\n", r.stdout, "nothing ran")
 }
+
+// The shell completes session names for the commands that take one, and image references for
+// `image rm`.
+func TestCompletionOfSessionNamesAndImages(t *testing.T) {
+	name := startSession(t)
+	for _, args := range [][]string{{"session", "exec", ""}, {"session", "stop", name[:5]}, {"session", "inspect", ""}} {
+		r := rt(t, "", append([]string{"__complete"}, args...)...)
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Contains(t, r.stdout, name+"\n", "%v", args)
+	}
+	r := rt(t, "", "__complete", "session", "exec", name, "")
+	assert.NotContains(t, r.stdout, name+"\n", "only the first argument is a name")
+	r = rt(t, "", "__complete", "image", "rm", "runtimectl/")
+	assert.Contains(t, r.stdout, "runtimectl/python:")
+}

@@ -165,10 +165,11 @@ func newCmdImageLs(f *Factory) *cobra.Command {
 func newCmdImageRm(f *Factory) *cobra.Command {
 	var force bool
 	c := &cobra.Command{
-		Use:     "rm REF",
-		Short:   "Remove a runtime image (refused while a session uses it, unless --force)",
-		Example: "  runtimectl image rm runtimectl/bash:latest",
-		Args:    args(1, 1),
+		Use:               "rm REF",
+		Short:             "Remove a runtime image (refused while a session uses it, unless --force)",
+		Example:           "  runtimectl image rm runtimectl/bash:latest",
+		Args:              args(1, 1),
+		ValidArgsFunction: completeImages(f),
 		RunE: func(c *cobra.Command, a []string) error {
 			cl, err := f.Client()
 			if err != nil {

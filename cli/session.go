@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"strings"
+
 	"github.com/spf13/cobra"
 )
 
@@ -18,5 +20,11 @@ snapshots and history live on its volume.`,
 		newCmdVars(f), newCmdCp(f), newCmdContext(f), newCmdFork(f), newCmdGC(f),
 		newCmdInspect(f), newCmdLogs(f), newCmdStats(f), newCmdInstall(f),
 	)
+	// NAME first: complete it with the sessions' names (start too: an existing one).
+	for _, sub := range c.Commands() {
+		if u := sub.Use; sub.ValidArgsFunction == nil && (strings.Contains(u, " NAME") || strings.Contains(u, "[NAME]") || strings.Contains(u, " SRC")) {
+			sub.ValidArgsFunction = completeSessions(f)
+		}
+	}
 	return group(c)
 }
