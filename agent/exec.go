@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -207,6 +210,7 @@ func (x *execution) finishDone(done kernelEvent) {
 	res.Error = done.execError()
 	if done.Outputs != nil {
 		res.Outputs = done.Outputs
+		attachOutputData(x.a.cfg.Workdir, res.Outputs)
 	}
 	if done.Status == execproto.StatusInterrupted && x.reason == execproto.StatusTimeout {
 		res.Status = execproto.StatusTimeout
@@ -311,13 +315,44 @@ func (x *execution) complete() {
 	a.end(x.j)
 }
 
-// historyOutputs returns the rich outputs of a result as the history records them.
+// historyOutputs returns the rich outputs of a result as the history records them: the path,
+// not the data (the file is on the volume).
 func historyOutputs(o []execproto.Output) []history.Output {
 	out := make([]history.Output, 0, len(o))
 	for _, x := range o {
-		out = append(out, history.Output(x))
+		out = append(out, history.Output{Mime: x.Mime, Path: x.Path})
 	}
 	return out
+}
+
+// attachOutputData reads each output's file into the result, as E2B returns figures with the
+// result: files under the workspace's outputs folder only, regular files opened without
+// following links, each at most OutputDataMax bytes and all at most OutputDataTotal.
+func attachOutputData(workdir string, outs []execproto.Output) {
+	dir := filepath.Join(workdir, "outputs") + "/"
+	total := 0
+	for i := range outs {
+		p := filepath.Clean(outs[i].Path)
+		if !strings.HasPrefix(p, dir) {
+			continue
+		}
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			continue
+		}
+		st, err := f.Stat()
+		if err != nil || !st.Mode().IsRegular() || st.Size() > execproto.OutputDataMax || total+int(st.Size()) > execproto.OutputDataTotal {
+			f.Close()
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(f, execproto.OutputDataMax+1))
+		f.Close()
+		if err != nil || len(b) > execproto.OutputDataMax {
+			continue
+		}
+		total += len(b)
+		outs[i].Data = b
+	}
 }
 
 // doneAfterNonce is how long a driver may take to send its done event once the code's output

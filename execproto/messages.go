@@ -38,7 +38,16 @@ type Error struct {
 type Output struct {
 	Mime string `json:"mime"`
 	Path string `json:"path"`
+	// Data is the file's content (base64 in JSON) when it is at most OutputDataMax bytes and
+	// the execution's outputs together at most OutputDataTotal; else only the path is given.
+	Data []byte `json:"data,omitempty"`
 }
+
+// The bounds of the data that outputs carry in a result.
+const (
+	OutputDataMax   = 1 << 20
+	OutputDataTotal = 4 << 20
+)
 
 // State says what became of the interpreter's state after an execution.
 type State struct {

@@ -66,6 +66,8 @@ type Error struct {
 type Output struct {
 	Mime string `json:"mime"` // "image/png", "text/html"
 	Path string `json:"path"` // absolute path inside the session
+	// Data is the content, in a result (see execproto.Output); never kept in the history.
+	Data []byte `json:"data,omitempty"`
 }
 
 // State says what became of the interpreter state after an execution.

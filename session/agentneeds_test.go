@@ -131,9 +131,17 @@ func TestFigureIsSavedListedAndCopiedOut(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(out, "fig.png"))
 	require.NoError(t, err)
 	assert.Equal(t, "\x89PNG", string(b[:4]))
+	assert.Equal(t, b, r.Outputs[0].Data, "the result carries the figure too")
 	r = run(t, s, "import pandas as pd\npd.DataFrame({'a': [1]})")
 	require.Len(t, r.Outputs, 1, "a DataFrame result adds its HTML")
 	assert.Equal(t, "text/html", r.Outputs[0].Mime)
+	assert.Contains(t, string(r.Outputs[0].Data), "<table")
+	h := historyOf(t, c, s.Name())
+	for _, e := range h {
+		for _, o := range e.Outputs {
+			assert.Empty(t, o.Data, "the history keeps the path, not the data")
+		}
+	}
 	assert.Contains(t, *r.Result, "a")
 }
 
