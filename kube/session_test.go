@@ -71,16 +71,6 @@ func TestBackendVerbsOnKubernetes(t *testing.T) {
 	seamtest.Verbs(t, e)
 }
 
-func execOK(t *testing.T, s *session.Session, code string) *session.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	r, err := s.Exec(ctx, code, session.ExecOptions{})
-	require.NoError(t, err, code)
-	require.Equal(t, "ok", string(r.Status), "%s: %s %s", code, r.Stderr, r.Message)
-	return r
-}
-
 // What only Kubernetes has, through the library: the workspace claim asks for --disk; stop
 // deletes the pod and keeps both claims, and ls says stopped; a pod evicted through the
 // Eviction API (what a drain does), and one the kubelet failed as evicted, come back on their
@@ -96,7 +86,7 @@ func TestSessionClaimsAndEvictionOnKubernetes(t *testing.T) {
 	require.NoError(t, err)
 	req := claim.Spec.Resources.Requests[corev1.ResourceStorage]
 	assert.Equal(t, int64(512<<20), req.Value(), "the workspace claim asks for the disk cap")
-	execOK(t, s, "x=1")
+	seamtest.ExecOK(t, s, "x=1")
 	s.Close()
 
 	require.NoError(t, c.Stop(ctx, "ev"))
@@ -122,7 +112,7 @@ func TestSessionClaimsAndEvictionOnKubernetes(t *testing.T) {
 	s, info, err := c.Open(ctx, "ev")
 	require.NoError(t, err)
 	assert.True(t, info.Recreate)
-	assert.Equal(t, "1\n", execOK(t, s, "echo $x").Stdout)
+	assert.Equal(t, "1\n", seamtest.ExecOK(t, s, "echo $x").Stdout)
 	s.Close()
 
 	p, err := kb.cs.CoreV1().Pods(kb.ns).Get(ctx, PodName("ev"), metav1.GetOptions{})
@@ -137,7 +127,7 @@ func TestSessionClaimsAndEvictionOnKubernetes(t *testing.T) {
 	s, _, err = c.Open(ctx, "ev")
 	require.NoError(t, err)
 	defer s.Close()
-	assert.Equal(t, "1\n", execOK(t, s, "echo $x").Stdout)
+	assert.Equal(t, "1\n", seamtest.ExecOK(t, s, "echo $x").Stdout)
 
 	require.NoError(t, c.Remove(ctx, "ev", true))
 	for _, claim := range []string{WorkspaceClaim("ev"), StateClaim("ev")} {

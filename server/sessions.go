@@ -436,7 +436,7 @@ func (s *Server) install(w http.ResponseWriter, r *http.Request, tok Token) {
 		fail(w, err)
 		return
 	}
-	out := &capped{max: 64 << 10}
+	out := &session.Tail{Max: 64 << 10}
 	err := s.cfg.Client.Install(r.Context(), name, session.InstallOptions{Packages: req.Packages, Requirements: req.Requirements,
 		IndexURL: req.IndexURL, ExtraIndexURLs: req.ExtraIndexURLs, TrustedHosts: req.TrustedHosts, NoDeps: req.NoDeps, Output: out})
 	if err != nil {
@@ -445,19 +445,3 @@ func (s *Server) install(w http.ResponseWriter, r *http.Request, tok Token) {
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"output": out.String()})
 }
-
-// capped keeps the last max bytes written to it.
-type capped struct {
-	b   []byte
-	max int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	c.b = append(c.b, p...)
-	if len(c.b) > c.max {
-		c.b = c.b[len(c.b)-c.max:]
-	}
-	return len(p), nil
-}
-
-func (c *capped) String() string { return string(c.b) }

@@ -82,7 +82,7 @@ exec "$VENV/bin/python" -m pip "$@"`
 	if out == nil {
 		out = io.Discard
 	}
-	tail := &tailBuffer{max: 2048}
+	tail := &Tail{Max: 2048}
 	w := io.MultiWriter(out, tail)
 	code, err := c.docker.RunInstaller(ctx, containers.Installer{
 		Image: st.Image, Volume: volumes.Name(name),
@@ -108,21 +108,22 @@ func (s *Session) Install(ctx context.Context, o InstallOptions) error {
 	return s.c.Install(ctx, s.name, o)
 }
 
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
+// Tail is an io.Writer that keeps the last Max bytes written to it (pip's output, say).
+type Tail struct {
+	Max int
 	b   []byte
-	max int
 }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
+func (t *Tail) Write(p []byte) (int, error) {
 	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = t.b[len(t.b)-t.max:]
+	if len(t.b) > t.Max {
+		t.b = t.b[len(t.b)-t.Max:]
 	}
 	return len(p), nil
 }
 
-func (t *tailBuffer) String() string { return string(t.b) }
+// String returns what it kept.
+func (t *Tail) String() string { return string(t.b) }
 
 // lastLine returns the last line of pip's output that says something (its error).
 func lastLine(s string) string {

@@ -35,7 +35,8 @@ func bash() (string, string) {
 	return "bash", images.Ref(l)
 }
 
-func execOK(t *testing.T, s *session.Session, code string) *session.Result {
+// ExecOK runs code and requires it to end ok (within two minutes).
+func ExecOK(t *testing.T, s *session.Session, code string) *session.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -67,7 +68,7 @@ func Lifecycle(t *testing.T, e Env) {
 	c, ctx := e.Client, context.Background()
 	name := e.Name(t)
 	s := start(t, e, name, 0)
-	execOK(t, s, "x=41; arr=(a b)")
+	ExecOK(t, s, "x=41; arr=(a b)")
 	s.Close() // as a command's handle ends; the next command opens its own
 
 	e.Kill(t, name)
@@ -96,7 +97,7 @@ func Lifecycle(t *testing.T, e Env) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "in.txt"), []byte("from the host\n"), 0o644))
 	require.NoError(t, c.CopyTo(ctx, name, filepath.Join(dir, "in.txt"), "/workspace/in.txt"))
-	execOK(t, s, "cat /workspace/in.txt > /workspace/out.txt; echo more >> /workspace/out.txt")
+	ExecOK(t, s, "cat /workspace/in.txt > /workspace/out.txt; echo more >> /workspace/out.txt")
 	require.NoError(t, c.CopyFrom(ctx, name, "/workspace/out.txt", filepath.Join(dir, "out.txt")))
 	got, err := os.ReadFile(filepath.Join(dir, "out.txt"))
 	require.NoError(t, err)
@@ -119,7 +120,7 @@ func Lifecycle(t *testing.T, e Env) {
 	require.NoError(t, err)
 	defer s2.Close()
 	assert.True(t, info.Started || info.Recreate)
-	assert.Equal(t, "41 a\n", execOK(t, s2, `echo $x ${arr[0]}`).Stdout)
+	assert.Equal(t, "41 a\n", ExecOK(t, s2, `echo $x ${arr[0]}`).Stdout)
 
 	h, _, err := c.History(ctx, name)
 	require.NoError(t, err)
@@ -144,7 +145,7 @@ func Verbs(t *testing.T, e Env) {
 	// Its own idle policy (--idle-stop 1s): gc with no --idle applies only that, so the test
 	// stops no other session on the engine.
 	s := start(t, e, name, time.Second)
-	execOK(t, s, "x=1")
+	ExecOK(t, s, "x=1")
 	before, err := c.Inspect(ctx, name)
 	require.NoError(t, err)
 	require.NotNil(t, before.Runtime)
@@ -153,7 +154,7 @@ func Verbs(t *testing.T, e Env) {
 	require.NoError(t, err)
 	assert.Equal(t, "crashed", string(r.Status))
 	assert.Contains(t, r.Message, "exit code 7")
-	assert.Equal(t, "1\n", execOK(t, s, "echo $x").Stdout)
+	assert.Equal(t, "1\n", ExecOK(t, s, "echo $x").Stdout)
 	after, err := c.Inspect(ctx, name)
 	require.NoError(t, err)
 	require.NotNil(t, after.Runtime)
@@ -176,17 +177,17 @@ func Verbs(t *testing.T, e Env) {
 
 	snap, err := s.Snapshot(ctx)
 	require.NoError(t, err)
-	execOK(t, s, "x=99")
+	ExecOK(t, s, "x=99")
 	_, err = s.RestoreSnapshot(ctx, snap.ID)
 	require.NoError(t, err)
-	assert.Equal(t, "1\n", execOK(t, s, "echo $x").Stdout)
+	assert.Equal(t, "1\n", ExecOK(t, s, "echo $x").Stdout)
 
 	forked := name + "-fork"
 	f, err := c.Fork(ctx, name, forked, "")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Remove(context.Background(), forked, true) })
-	assert.Equal(t, "1\n", execOK(t, f, "echo $x").Stdout, "the fork has the restored state")
-	execOK(t, f, "x=fork")
+	assert.Equal(t, "1\n", ExecOK(t, f, "echo $x").Stdout, "the fork has the restored state")
+	ExecOK(t, f, "x=fork")
 	f.Close()
 	require.NoError(t, c.Remove(ctx, forked, true))
 
@@ -207,5 +208,5 @@ func Verbs(t *testing.T, e Env) {
 	s, _, err = c.Open(ctx, name)
 	require.NoError(t, err)
 	defer s.Close()
-	assert.Equal(t, "1\n", execOK(t, s, "echo $x").Stdout, "back after gc, with the restored state")
+	assert.Equal(t, "1\n", ExecOK(t, s, "echo $x").Stdout, "back after gc, with the restored state")
 }
