@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -108,6 +109,14 @@ func (a *Agent) startExec(ctx context.Context, j *job) *execution {
 	req := map[string]any{"op": "exec", "id": x.reqID, "seq": x.seq, "code": x.code, "nonce": nonce}
 	if needsBase64(x.code) {
 		req["code_b64"] = base64.StdEncoding.EncodeToString([]byte(x.code))
+	}
+	if len(j.req.Env) > 0 {
+		// NUL-separated: no value can hold a NUL, and every driver can split on it (bash with
+		// read -d '').
+		req["env_b64"] = base64.StdEncoding.EncodeToString([]byte(strings.Join(j.req.Env, "\x00")))
+	}
+	if j.req.Workdir != "" {
+		req["cwd"] = j.req.Workdir
 	}
 	if err := x.k.send(req); err != nil {
 		x.crash()
@@ -388,4 +397,30 @@ func waitFound(a, b *capture, limit time.Duration) {
 		}
 		c.flushHeld()
 	}
+}
+
+var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkExecEnv checks an execution's own environment and working directory, making the
+// directory absolute (relative to the workspace); it returns why they are refused, or "".
+func checkExecEnv(workdir string, req *execproto.Request) string {
+	for _, kv := range req.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || !envKey.MatchString(k) || strings.IndexByte(kv, 0) >= 0 {
+			return fmt.Sprintf("environment entry %q: give KEY=VALUE with a name of letters, digits and _ (not starting with a digit), no NUL", kv)
+		}
+	}
+	if req.Workdir == "" {
+		return ""
+	}
+	dir := req.Workdir
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(workdir, dir)
+	}
+	st, err := os.Stat(dir)
+	if err != nil || !st.IsDir() {
+		return fmt.Sprintf("working directory %s: no such folder in the session; make it first (mkdir -p) or give another", dir)
+	}
+	req.Workdir = filepath.Clean(dir)
+	return ""
 }

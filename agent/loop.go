@@ -209,6 +209,11 @@ func (a *Agent) begin(ctx context.Context, j *job) {
 	a.cur = j
 	switch j.req.Op {
 	case execproto.OpExec:
+		if why := checkExecEnv(a.cfg.Workdir, &j.req); why != "" {
+			_ = j.conn.SendError(j.id, "bad_request", why)
+			a.end(j)
+			return
+		}
 		if why := a.diskRefusal(j.req); why != "" {
 			_ = j.conn.SendError(j.id, contract.DiskCapCode, why)
 			a.end(j)

@@ -30,6 +30,9 @@ type ExecOptions struct {
 	MaxOutput int64
 	// IgnoreDiskCap runs the code past the session's disk cap.
 	IgnoreDiskCap bool
+	// Env and Workdir hold for this execution only.
+	Env     []string
+	Workdir string
 }
 
 func newCmdExec(f *Factory, runF func(context.Context, *ExecOptions) error) *cobra.Command {
@@ -91,6 +94,8 @@ ends (the code may go on in the session).`,
 	c.Flags().Var(durationValue{&o.Timeout}, "timeout", "interrupt the code after this long (30s, 2m; a bare number is seconds)")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object with the result when the execution ends (nothing streamed)")
 	c.Flags().Var(sizeValue{&o.MaxOutput}, "max-output", "output delivered per stream (default: the session's, 4m)")
+	c.Flags().StringArrayVarP(&o.Env, "env", "e", nil, "an environment variable KEY=VALUE for this execution only (repeatable)")
+	c.Flags().StringVarP(&o.Workdir, "workdir", "w", "", "the working directory for this execution only (relative to /workspace, or absolute)")
 	c.Flags().BoolVar(&o.IgnoreDiskCap, "ignore-disk-cap", false, "run even when the workspace is past the session's --disk cap (to free space)")
 	return c
 }
@@ -147,7 +152,7 @@ func execRun(ctx context.Context, o *ExecOptions) error {
 		}
 	}()
 
-	eo := session.ExecOptions{Timeout: o.Timeout, MaxOutput: o.MaxOutput, IgnoreDiskCap: o.IgnoreDiskCap, Detach: detach,
+	eo := session.ExecOptions{Timeout: o.Timeout, MaxOutput: o.MaxOutput, IgnoreDiskCap: o.IgnoreDiskCap, Env: o.Env, Workdir: o.Workdir, Detach: detach,
 		OnNotice: func(m string) { fmt.Fprintln(errw, "runtimectl: "+m) }}
 	if !o.JSON {
 		eo.Stdout, eo.Stderr = o.F.IO.Out, errw

@@ -78,6 +78,10 @@ type Request struct {
 	MaxOutput int64  `json:"max_output,omitempty"` // bytes per stream delivered; 0: the agent's default
 	// IgnoreDiskCap runs the code even when the workspace is past its disk cap (to free space).
 	IgnoreDiskCap bool `json:"ignore_disk_cap,omitempty"`
+	// Env (KEY=VALUE) and Workdir hold for this execution only: set before the code runs, put
+	// back after it (Workdir relative to the workspace, or absolute; it must exist).
+	Env     []string `json:"env,omitempty"`
+	Workdir string   `json:"workdir,omitempty"`
 	// Restore
 	Snapshot string `json:"snapshot,omitempty"`
 	// Snapshot

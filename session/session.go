@@ -235,6 +235,11 @@ type ExecOptions struct {
 	// IgnoreDiskCap runs the code even when the workspace is past the session's disk cap
 	// (Spec.Disk), which otherwise refuses it with ErrDiskCap: for code that frees space.
 	IgnoreDiskCap bool
+	// Env (KEY=VALUE) and Workdir hold for this execution only: set before the code runs and
+	// put back after it, as `docker exec -e -w` do. Workdir is relative to /workspace or
+	// absolute, and must exist.
+	Env     []string
+	Workdir string
 	// OnStdout and OnStderr receive output as it is produced (called from one goroutine).
 	OnStdout func([]byte)
 	OnStderr func([]byte)
@@ -256,6 +261,11 @@ type ExecOptions struct {
 func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result, error) {
 	if len(code) > MaxCode {
 		return nil, fmt.Errorf("%w code of %d bytes: the limit is %d MiB; copy it into the session as a file (`runtimectl session cp`) and run that", ErrInvalid, len(code), MaxCode>>20)
+	}
+	for _, kv := range o.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, fmt.Errorf("%w environment entry %q: use KEY=VALUE", ErrInvalid, kv)
+		}
 	}
 	if o.Timeout < 0 || (o.Timeout > 0 && o.Timeout < time.Millisecond) {
 		return nil, fmt.Errorf("%w timeout %s: give at least 1ms (or none)", ErrInvalid, o.Timeout)
@@ -310,7 +320,8 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 		}
 		code = rewritten
 	}
-	req := execproto.Request{Code: code, TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput, IgnoreDiskCap: o.IgnoreDiskCap}
+	req := execproto.Request{Code: code, TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput, IgnoreDiskCap: o.IgnoreDiskCap,
+		Env: o.Env, Workdir: o.Workdir}
 	start := time.Now()
 	wire, err := conn.Exec(ctx, req, h, detach)
 	if err != nil {

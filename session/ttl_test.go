@@ -161,3 +161,35 @@ func TestEventsIterateAnExecution(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "42", *r.Result, "the session answers after the early break")
 }
+
+// An execution's own environment and working directory (exec -e -w) hold for it only, in
+// every language; a folder that is not there is refused, nothing run.
+func TestExecEnvAndWorkdirHoldForOneExecution(t *testing.T) {
+	c := testenv.Client(t)
+	ctx := context.Background()
+	for lang, code := range map[string][2]string{
+		"python": {"import os; print(os.environ.get('RT_ONE'), os.environ.get('HOME'), os.getcwd())", "import os; print(os.environ.get('RT_ONE'), os.environ.get('HOME'), os.getcwd())"},
+		"bash":   {`echo "${RT_ONE-None}" "$HOME" "$PWD"`, `echo "${RT_ONE-None}" "$HOME" "$PWD"`},
+		"node":   {"console.log(process.env.RT_ONE ?? 'None', process.env.HOME, process.cwd())", "console.log(process.env.RT_ONE ?? 'None', process.env.HOME, process.cwd())"},
+	} {
+		t.Run(lang, func(t *testing.T) {
+			s := testenv.Start(t, c, session.Spec{Lang: lang})
+			mk := map[string]string{"python": "import os; os.makedirs('/workspace/sub', exist_ok=True)", "bash": "mkdir -p /workspace/sub", "node": "require('fs').mkdirSync('/workspace/sub', {recursive: true})"}[lang]
+			r, err := s.Exec(ctx, mk, session.ExecOptions{})
+			require.NoError(t, err)
+			require.Equal(t, "ok", string(r.Status), r.Stderr)
+			r, err = s.Exec(ctx, code[0], session.ExecOptions{Env: []string{"RT_ONE=one value", "HOME=/tmp/elsewhere"}, Workdir: "sub"})
+			require.NoError(t, err)
+			require.Equal(t, "ok", string(r.Status), r.Stderr)
+			assert.Equal(t, "one value /tmp/elsewhere /workspace/sub\n", r.Stdout)
+			r, err = s.Exec(ctx, code[1], session.ExecOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, "None /workspace /workspace\n", r.Stdout, "put back after the execution")
+			_, err = s.Exec(ctx, code[1], session.ExecOptions{Workdir: "/no/such/dir"})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "no such folder")
+			_, err = s.Exec(ctx, code[1], session.ExecOptions{Env: []string{"NOEQUALS"}})
+			require.ErrorIs(t, err, session.ErrInvalid)
+		})
+	}
+}

@@ -468,6 +468,26 @@ __rt_prepare_exec() {
 	else
 		printf '__rt_pre; %s\n' "${__rt_req[code]-}" >|"$__rt_code"
 	fi
+	# The execution's own working directory and environment (`exec -w -e`), put back by
+	# __rt_finish (the agent checked that the directory exists).
+	__rt_undo=
+	if [[ -n ${__rt_req[cwd]-} ]]; then
+		__rt_undo="builtin cd -- $(printf '%q' "$PWD") 2>/dev/null; "
+		builtin cd -- "${__rt_req[cwd]}" 2>/dev/null || __rt_undo=
+	fi
+	if [[ -n ${__rt_req[env_b64]-} ]]; then
+		local __rt_kv __rt_k
+		while IFS= read -r -d '' __rt_kv || [[ -n $__rt_kv ]]; do
+			__rt_k=${__rt_kv%%=*}
+			[[ $__rt_k == "$__rt_kv" || -z $__rt_k ]] && continue
+			if [[ -n ${!__rt_k+set} ]]; then
+				__rt_undo+="export $__rt_k=$(printf '%q' "${!__rt_k}"); "
+			else
+				__rt_undo+="unset $__rt_k; "
+			fi
+			export "$__rt_kv"
+		done < <(printf '%s' "${__rt_req[env_b64]}" | command base64 -d 2>/dev/null)
+	fi
 	__rt_intr=
 	__rt_pending=1
 	trap -- "$__rt_int" INT
@@ -485,6 +505,10 @@ __rt_finish() {
 		{ __rt_capture; } 2>/dev/null
 	fi
 	set +v # (see __rt_voff)
+	if [[ -n ${__rt_undo-} ]]; then
+		eval "$__rt_undo"
+		__rt_undo=
+	fi
 	__rt_inuser=
 	trap - RETURN DEBUG
 	trap '' INT

@@ -626,6 +626,34 @@ function recordDefs(prep, file) {
   }
 }
 
+// execEnv sets an execution's own environment and working directory (`exec -e -w`) and
+// returns what puts them back. The directory first: it is the one step that can fail.
+function execEnv(req) {
+  const saved = [];
+  let cwd = null;
+  if (typeof req.cwd === 'string' && req.cwd !== '') {
+    cwd = process.cwd();
+    process.chdir(req.cwd);
+  }
+  if (typeof req.env_b64 === 'string' && req.env_b64 !== '') {
+    for (const kv of Buffer.from(req.env_b64, 'base64').toString('utf8').split('\0')) {
+      const i = kv.indexOf('=');
+      if (i <= 0) continue;
+      const k = kv.slice(0, i);
+      saved.push([k, Object.prototype.hasOwnProperty.call(process.env, k) ? process.env[k] : undefined]);
+      process.env[k] = kv.slice(i + 1);
+    }
+  }
+  return () => {
+    for (const [k, v] of saved.reverse()) {
+      if (v === undefined) delete process.env[k]; else process.env[k] = v;
+    }
+    if (cwd !== null) {
+      try { process.chdir(cwd); } catch (_) { /* it went away */ }
+    }
+  };
+}
+
 async function handleExec(req) {
   const rid = req.id;
   const code = typeof req.code === 'string' ? req.code : '';
@@ -638,7 +666,9 @@ async function handleExec(req) {
   let error = null;
   let compiled = true;
   let prep = { code, tla: false, lastExpr: null, defs: [] };
+  let undo = () => {};
   try {
+    undo = execEnv(req);
     prep = prepare(code);
     let script;
     try {
@@ -668,6 +698,7 @@ async function handleExec(req) {
   // Let callbacks that are already due (resolved promises, finished I/O) write their output
   // inside this execution.
   await new Prom((r) => setImmediateF(r));
+  try { undo(); } catch (e) { note('internal error restoring the environment: ' + errText(e)); }
   let changed = true;
   if (!compiled) {
     changed = false;

@@ -149,6 +149,10 @@ def _shell_lines(code):
         return new
 
 
+def _nothing():
+    pass
+
+
 def _shell(cmd):
     """Run one `!cmd` line through the shell, its output going where the code's goes."""
     import subprocess
@@ -669,7 +673,9 @@ class Kernel:
             seq = self.counter
         filename = "<exec-%s>" % seq
         status, result, error, outputs, changed = "ok", None, None, [], True
+        undo = _nothing
         try:
+            undo = self._exec_env(req)
             status, result, error, value, changed = self.run_code(code, filename)
             outputs = self.save_outputs(seq, value)
             value = None
@@ -680,6 +686,8 @@ class Kernel:
                 os._exit(1)
             self.note("internal error: %s" % traceback.format_exc())
             status, error = "error", {"name": type(e).__name__, "value": str(e), "traceback": ""}
+        finally:
+            undo()
         self.flush_all()
         try:
             _write_all(1, nonce.encode("ascii", "replace"))
@@ -688,6 +696,40 @@ class Kernel:
             pass
         self.event({"op": "done", "id": rid, "status": status, "result": result,
                     "error": error, "outputs": outputs, "changed": changed})
+
+    def _exec_env(self, req):
+        """Sets an execution's own environment and working directory (`exec -e -w`) and
+        returns what puts them back."""
+        saved, cwd = [], None
+        want = req.get("cwd")
+        if want:                                 # first: the one step that can fail
+            try:
+                cwd = os.getcwd()
+            except OSError:
+                cwd = "/workspace"
+            os.chdir(want)
+        b64 = req.get("env_b64")
+        if b64:
+            import base64
+            for kv in base64.b64decode(b64).decode("utf-8", "surrogateescape").split("\0"):
+                k, sep, v = kv.partition("=")
+                if not sep or not k:
+                    continue
+                saved.append((k, os.environ.get(k)))
+                os.environ[k] = v
+
+        def undo():
+            for k, v in reversed(saved):
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            if cwd is not None:
+                try:
+                    os.chdir(cwd)
+                except OSError:
+                    pass
+        return undo
 
     def _refresh_packages(self):
         try:
