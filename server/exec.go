@@ -25,6 +25,9 @@ type execRequest struct {
 	MaxOutput Size     `json:"max_output"` // bytes per stream delivered; 0: the session's default
 	// IgnoreDiskCap runs the code even past the session's disk cap (to free space).
 	IgnoreDiskCap bool `json:"ignore_disk_cap"`
+	// Env (KEY=VALUE) and Workdir hold for this execution only.
+	Env     []string `json:"env"`
+	Workdir string   `json:"workdir"`
 }
 
 // richOutput is a rich output with its bytes (base64 in JSON).
@@ -163,7 +166,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, tok Token) {
 		}
 		close(detach)
 	}()
-	eo := session.ExecOptions{Timeout: time.Duration(req.Timeout), MaxOutput: int64(req.MaxOutput), IgnoreDiskCap: req.IgnoreDiskCap, Detach: detach}
+	eo := session.ExecOptions{Timeout: time.Duration(req.Timeout), MaxOutput: int64(req.MaxOutput), IgnoreDiskCap: req.IgnoreDiskCap, Env: req.Env, Workdir: req.Workdir, Detach: detach}
 	if stream {
 		w.Header().Set("Content-Type", NDJSON)
 		w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -230,6 +233,11 @@ func (s *Server) outputs(r *http.Request, name string, outs []history.Output) []
 	rich := make([]richOutput, 0, len(outs))
 	for _, o := range outs {
 		ro := richOutput{Output: o}
+		if len(o.Data) > 0 {
+			ro.Data = o.Data // the agent sent it with the result
+			rich = append(rich, ro)
+			continue
+		}
 		data, err := s.readOne(r, name, o.Path, maxOutputData)
 		if err != nil {
 			ro.Problem = err.Error()

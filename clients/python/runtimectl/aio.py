@@ -34,7 +34,8 @@ class AsyncSession:
     async def run(self, code: str, timeout: Optional[float] = None,
                   on_stdout: Optional[AsyncOutputCallback] = None, on_stderr: Optional[AsyncOutputCallback] = None,
                   on_notice: Optional[AsyncOutputCallback] = None,
-                  max_output: Optional[Union[int, str]] = None) -> Execution:
+                  max_output: Optional[Union[int, str]] = None,
+                  env: Optional[Dict[str, str]] = None, workdir: Optional[str] = None) -> Execution:
         """Runs code in the session; see Session.run."""
         loop = asyncio.get_running_loop()
         pending: List["asyncio.Future[Any]"] = []
@@ -51,7 +52,8 @@ class AsyncSession:
             return lambda text: loop.call_soon_threadsafe(call, text)
 
         res = await _in_thread(self._s.run, code, timeout=timeout, on_stdout=on_loop(on_stdout),
-                               on_stderr=on_loop(on_stderr), on_notice=on_loop(on_notice), max_output=max_output)
+                               on_stderr=on_loop(on_stderr), on_notice=on_loop(on_notice), max_output=max_output,
+                               env=env, workdir=workdir)
         if pending:
             await asyncio.gather(*pending)
         return res

@@ -151,16 +151,22 @@ class Session:
 
     def run(self, code: str, timeout: Optional[float] = None,
             on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None,
-            on_notice: Optional[OutputCallback] = None, max_output: Optional[Union[int, str]] = None) -> Execution:
+            on_notice: Optional[OutputCallback] = None, max_output: Optional[Union[int, str]] = None,
+            env: Optional[Dict[str, str]] = None, workdir: Optional[str] = None) -> Execution:
         """Runs code in the session, as a notebook cell, and returns its Execution.
 
         timeout (seconds) interrupts the code in the session (status "timeout", state kept);
         the client gives up waiting a little after it (TimeoutError). on_stdout and on_stderr
         receive the output as it is produced, in order, before run returns. A stopped
         session is started first. If the stream is cut (the server stopped), RuntimeUnavailable
-        is raised; the execution goes on in the session and lands in its history.
+        is raised; the execution goes on in the session and lands in its history. env and
+        workdir (relative to /workspace, or absolute) hold for this execution only.
         """
         payload: Dict[str, Any] = {"code": code}
+        if env:
+            payload["env"] = ["%s=%s" % (k, v) for k, v in env.items()]
+        if workdir:
+            payload["workdir"] = workdir
         if timeout is not None:
             payload["timeout"] = timeout
         if max_output is not None:

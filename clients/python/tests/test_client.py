@@ -279,3 +279,11 @@ def test_install_from_a_local_index(serve, name, tmp_path):
             s.install()
     finally:
         httpd.shutdown()
+
+
+def test_run_with_env_and_workdir_for_one_execution(serve, name):
+    s = serve.client().start(name)
+    s.run("import os; os.makedirs('/workspace/sub', exist_ok=True)")
+    ex = s.run("import os; print(os.environ.get('RT_X'), os.getcwd())", env={"RT_X": "1"}, workdir="sub")
+    assert ex.stdout == "1 /workspace/sub\n", ex.stderr
+    assert s.run("import os; print(os.environ.get('RT_X'), os.getcwd())").stdout == "None /workspace\n"
