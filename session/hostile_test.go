@@ -130,6 +130,8 @@ func TestTimeoutInterruptsAPythonLoop(t *testing.T) {
 	assert.Contains(t, r.Message, "timeout")
 	require.NotNil(t, r.Error)
 	assert.Equal(t, "KeyboardInterrupt", r.Error.Name, "SIGINT became KeyboardInterrupt: the kernel was not restarted")
+	assert.NotContains(t, r.Error.Traceback, "kernel.py", "the traceback ends at the user's frame, not the driver's")
+	assert.Contains(t, r.Error.Traceback, `File "<exec-2>"`)
 
 	r = run(t, s, "(kept + 1, n > 0)")
 	require.Equal(t, "ok", string(r.Status), r.Stderr)

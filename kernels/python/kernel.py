@@ -107,6 +107,9 @@ def _tname(v):
     return qn if mod in (None, "builtins") else "%s.%s" % (mod, qn)
 
 
+_DRIVER_FILE = __file__
+
+
 _MAGIC = re.compile(r"^([ \t]*)([!%])(.*)$")
 
 
@@ -839,6 +842,15 @@ class Kernel:
     def _user_tb(tb):
         while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<exec-"):
             tb = tb.tb_next
+        # The end too: an interrupt (a timeout, Ctrl-C) is raised in the driver's SIGINT
+        # handler, whose frame would come last; the user's last frame is where the code was.
+        last, t = None, tb
+        while t is not None:
+            if t.tb_frame.f_code.co_filename != _DRIVER_FILE:
+                last = t
+            t = t.tb_next
+        if last is not None and last.tb_next is not None:
+            last.tb_next = None
         return tb
 
     # Types whose repr runs no code of the session's: a value of another type shown as the
