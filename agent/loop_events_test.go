@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runtimectl/runtimectl/execproto"
-	"github.com/runtimectl/runtimectl/history"
 )
 
 // The run loop's events between executions: a kernel that dies, breaks the protocol or
@@ -158,8 +157,6 @@ func TestSnapshotPastItsBudgetIsStopped(t *testing.T) {
 	}
 	assert.True(t, failed, "the snapshot's failure is recorded")
 }
-
-var _ = history.KindNote
 
 // Past the disk cap, executions are refused with a message that says how to go on; one that
 // ignores the cap runs (and frees space), and then executions run again.

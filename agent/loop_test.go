@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -103,8 +102,6 @@ func historyOf(t *testing.T, s *stubAgent) []history.Execution {
 	require.NoError(t, err)
 	return execs
 }
-
-var _ = json.Marshal
 
 // A snapshot whose load kills the interpreter is tried maxRestoreFailures times, then passed
 // over for the one before it; the caller is told which state came back.

@@ -230,5 +230,4 @@ func (s *sessionStorage) List(ctx context.Context, withSize bool) ([]volumes.Vol
 var (
 	_ session.Runtimes = (*sessionRuntimes)(nil)
 	_ session.Storage  = (*sessionStorage)(nil)
-	_                  = fmt.Sprintf
 )
