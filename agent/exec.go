@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/history"
@@ -335,20 +337,27 @@ func historyOutputs(o []execproto.Output) []history.Output {
 }
 
 // attachOutputData reads each output's file into the result, as E2B returns figures with the
-// result: files under the workspace's outputs folder only, regular files opened without
-// following links, each at most OutputDataMax bytes and all at most OutputDataTotal.
+// result: files directly in the workspace's outputs folder, opened relative to it with no link
+// followed (neither the folder nor the file), each at most OutputDataMax bytes and all at most
+// OutputDataTotal. (The agent is root; the code could replace the folder with a link.)
 func attachOutputData(workdir string, outs []execproto.Output) {
-	dir := filepath.Join(workdir, "outputs") + "/"
+	dir := filepath.Join(workdir, "outputs")
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(dfd)
 	total := 0
 	for i := range outs {
 		p := filepath.Clean(outs[i].Path)
-		if !strings.HasPrefix(p, dir) {
+		if filepath.Dir(p) != dir {
 			continue
 		}
-		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		fd, err := unix.Openat(dfd, filepath.Base(p), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue
 		}
+		f := os.NewFile(uintptr(fd), p)
 		st, err := f.Stat()
 		if err != nil || !st.Mode().IsRegular() || st.Size() > execproto.OutputDataMax || total+int(st.Size()) > execproto.OutputDataTotal {
 			f.Close()

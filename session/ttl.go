@@ -102,18 +102,26 @@ func (c *Client) gcRemovals(ctx context.Context, o GCOptions, ctrs []containers.
 }
 
 // sessionIdle returns how long a session has had no execution: a running one asks its agent;
-// a stopped one reads its history (its last execution's end), or its creation time without one.
+// a stopped one reads its history (its last execution's end; its creation time when it ran
+// nothing). A session whose history cannot be read is not taken for idle: a guess from its
+// creation time could remove one that was in use. Where stopping removes the runtime
+// (Kubernetes), reading the history would start it, so such a stopped session is left alone.
 func (c *Client) sessionIdle(ctx context.Context, ci containers.Info, st Settings) (time.Duration, error) {
 	if ci.Running {
 		return c.idleFor(ctx, ci)
 	}
+	if ci.ID == "" && c.ctr.StopRemoves() {
+		return 0, fmt.Errorf("session %q: stopped without a runtime; its history is not read (that would start it)", st.Session)
+	}
+	h, _, err := c.History(ctx, st.Session)
+	if err != nil {
+		return 0, err
+	}
 	since := st.Created
-	if ci.ID != "" || !c.ctr.StopRemoves() {
-		if h, _, err := c.History(ctx, st.Session); err == nil && len(h) > 0 {
-			last := h[len(h)-1]
-			if end := last.Started.Add(time.Duration(last.DurationMs * float64(time.Millisecond))); end.After(since) {
-				since = end
-			}
+	if len(h) > 0 {
+		last := h[len(h)-1]
+		if end := last.Started.Add(time.Duration(last.DurationMs * float64(time.Millisecond))); end.After(since) {
+			since = end
 		}
 	}
 	if since.IsZero() {

@@ -46,10 +46,12 @@ func TestTTLRemovesIdleSessions(t *testing.T) {
 	}
 	require.NoError(t, c.Stop(ctx, stopped))
 
-	acts, err := c.GC(ctx, session.GCOptions{DryRun: true})
+	// Not idle for an hour: nothing to remove (whatever the machine's speed).
+	acts, err := c.GC(ctx, session.GCOptions{TTL: time.Hour, DryRun: true})
 	require.NoError(t, err)
-	assert.Empty(t, gcActions(acts, running), "not idle for its ttl yet")
-	time.Sleep(2500 * time.Millisecond)
+	assert.Empty(t, gcActions(acts, running), "not idle that long")
+	assert.Empty(t, gcActions(acts, stopped), "not idle that long")
+	time.Sleep(2500 * time.Millisecond) // past their own ttl
 	acts, err = c.GC(ctx, session.GCOptions{DryRun: true})
 	require.NoError(t, err)
 	for _, name := range []string{running, stopped} {

@@ -14,8 +14,8 @@ import (
 // its size stays unknown (-1) only when that fails too.
 func (c *Client) VolumeList(ctx context.Context, withSize bool) ([]volumes.Volume, error) {
 	list, err := c.vol.List(ctx, withSize)
-	if err != nil || !withSize {
-		return list, err
+	if err != nil || !withSize || c.docker == nil {
+		return list, err // (only Docker's volumes are measured by a helper)
 	}
 	for i, v := range list {
 		if v.Size >= 0 {
