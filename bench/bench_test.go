@@ -71,7 +71,7 @@ func BenchmarkStdout100MiB(b *testing.B) {
 	b.SetBytes(100 << 20)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := s.Exec(ctx, StdoutCode, session.ExecOptions{MaxOutput: 200 << 20, OnStdout: func([]byte) {}}); err != nil {
+		if _, err := s.Exec(ctx, StdoutCode, session.ExecOptions{MaxOutput: 200 << 20, StreamOnly: true, Stdout: io.Discard}); err != nil {
 			b.Fatal(err)
 		}
 	}

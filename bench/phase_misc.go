@@ -100,7 +100,7 @@ func contains(list []string, s string) bool {
 // StdoutCode writes 100 MiB to standard output.
 const StdoutCode = "import sys\nsys.stdout.buffer.write(b'x' * (100 << 20))\nsys.stdout.flush()"
 
-// Stdout is pair 7: 100 MiB written by the code and streamed to an OnStdout callback, against
+// Stdout is pair 7: 100 MiB written by the code and streamed to an ExecOptions.Stdout writer (StreamOnly), against
 // `head -c 100M /dev/zero` read through a docker exec stream. Both are timed from the first
 // byte received to the end (the Exec's result; EOF).
 func (r *Runner) Stdout(ctx context.Context) error {
@@ -117,12 +117,12 @@ func (r *Runner) Stdout(ctx context.Context) error {
 	viaSession := func() (float64, error) {
 		var first time.Time
 		var got int64
-		res, err := execOK(ctx, s, StdoutCode, session.ExecOptions{MaxOutput: 200 << 20, OnStdout: func(p []byte) {
+		res, err := execOK(ctx, s, StdoutCode, session.ExecOptions{MaxOutput: 200 << 20, StreamOnly: true, Stdout: writerFunc(func(p []byte) {
 			if first.IsZero() {
 				first = time.Now()
 			}
 			got += int64(len(p))
-		}})
+		})})
 		if err != nil {
 			return 0, err
 		}
@@ -165,7 +165,7 @@ func (r *Runner) Stdout(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.R.Add("stdout_throughput.runtimectl", MiBps, "higher", "100 MiB written by sys.stdout.buffer.write, streamed to an ExecOptions.OnStdout callback (MaxOutput 200 MiB); first byte to the Exec's result", v)
+		r.R.Add("stdout_throughput.runtimectl", MiBps, "higher", "100 MiB written by sys.stdout.buffer.write, streamed to an ExecOptions.Stdout writer (StreamOnly, MaxOutput 200 MiB); first byte to the Exec's result", v)
 		v, err = viaDocker()
 		if err != nil {
 			return err
@@ -408,4 +408,12 @@ func (r *Runner) manyDocker(ctx context.Context, count int) error {
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// writerFunc is a function as an io.Writer.
+type writerFunc func(p []byte)
+
+func (f writerFunc) Write(p []byte) (int, error) {
+	f(p)
+	return len(p), nil
 }

@@ -66,6 +66,14 @@ func wantsStream(r *http.Request) bool {
 	return false
 }
 
+// writerFunc is a function as an io.Writer.
+type writerFunc func([]byte)
+
+func (f writerFunc) Write(p []byte) (int, error) {
+	f(p)
+	return len(p), nil
+}
+
 // streamWriter writes events as lines, each with its own deadline; the first failed write
 // marks the client gone and closes gone.
 type streamWriter struct {
@@ -172,12 +180,12 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, tok Token) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(http.StatusOK)
 		_ = sw.rc.Flush()
-		eo.OnStdout = func(p []byte) { sw.chunk("stdout", p) }
-		eo.OnStderr = func(p []byte) { sw.chunk("stderr", p) }
+		eo.Stdout = writerFunc(func(p []byte) { sw.chunk("stdout", p) })
+		eo.Stderr = writerFunc(func(p []byte) { sw.chunk("stderr", p) })
 		eo.OnNotice = func(m string) { sw.write(Event{Event: "notice", Message: m}) }
 	} else {
-		eo.OnStdout = func(p []byte) { sw.bytes("stdout", len(p)) }
-		eo.OnStderr = func(p []byte) { sw.bytes("stderr", len(p)) }
+		eo.Stdout = writerFunc(func(p []byte) { sw.bytes("stdout", len(p)) })
+		eo.Stderr = writerFunc(func(p []byte) { sw.bytes("stderr", len(p)) })
 	}
 	res, err := h.Exec(context.WithoutCancel(ctx), req.Code, eo)
 	if err != nil {

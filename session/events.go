@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"io"
 	"iter"
 )
 
@@ -28,7 +29,7 @@ type Event struct {
 // Events runs code and returns its events as an iterator, for programs that consume an
 // execution as a stream: output and notices as they come, then the result. An error (the
 // session could not be reached, bad options) is the one pair with a non-nil error. Leaving the
-// loop early interrupts the code. o's own callbacks and writers are called as with Exec.
+// loop early interrupts the code. o's own writers and callbacks are called as with Exec.
 func (s *Session) Events(ctx context.Context, code string, o ExecOptions) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
@@ -41,16 +42,16 @@ func (s *Session) Events(ctx context.Context, code string, o ExecOptions) iter.S
 			case <-stopped:
 			}
 		}
-		wrap := func(f func([]byte), kind EventKind) func([]byte) {
-			return func(p []byte) {
-				if f != nil {
-					f(p)
+		wrap := func(w io.Writer, kind EventKind) io.Writer {
+			return writerFunc(func(p []byte) {
+				if w != nil {
+					_, _ = w.Write(p)
 				}
 				send(Event{Kind: kind, Data: append([]byte(nil), p...)})
-			}
+			})
 		}
 		onNotice := o.OnNotice
-		o.OnStdout, o.OnStderr = wrap(o.OnStdout, EventStdout), wrap(o.OnStderr, EventStderr)
+		o.Stdout, o.Stderr = wrap(o.Stdout, EventStdout), wrap(o.Stderr, EventStderr)
 		o.OnNotice = func(m string) {
 			if onNotice != nil {
 				onNotice(m)

@@ -41,7 +41,7 @@ func TestDockerKillDuringAnExecution(t *testing.T) {
 	onOut, started := startedSignal()
 	done := make(chan *session.Result, 1)
 	go func() {
-		r, err := s.Exec(context.Background(), "import time\nafter = 2\nprint('started', flush=True)\ntime.sleep(120)", session.ExecOptions{OnStdout: onOut})
+		r, err := s.Exec(context.Background(), "import time\nafter = 2\nprint('started', flush=True)\ntime.sleep(120)", session.ExecOptions{Stdout: onOut})
 		if err != nil {
 			t.Error(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -92,20 +93,20 @@ func execBySeq(t *testing.T, execs []history.Execution, seq int64) history.Execu
 	return history.Execution{}
 }
 
-// startedSignal returns an OnStdout callback and a channel closed once "started" was printed.
-func startedSignal() (func([]byte), <-chan struct{}) {
+// startedSignal returns a Stdout writer and a channel closed once "started" was printed.
+func startedSignal() (io.Writer, <-chan struct{}) {
 	ch := make(chan struct{})
 	var once sync.Once
 	var mu sync.Mutex
 	var seen []byte
-	return func(p []byte) {
+	return testenv.WriterFunc(func(p []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, p...)
 		if bytes.Contains(seen, []byte("started")) {
 			once.Do(func() { close(ch) })
 		}
-	}, ch
+	}), ch
 }
 
 func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
@@ -192,7 +193,7 @@ func TestInterruptFromAnotherConnection(t *testing.T) {
 			onOut, started := startedSignal()
 			done := make(chan *session.Result, 1)
 			go func() {
-				r, err := s.Exec(context.Background(), tc.sleep, session.ExecOptions{OnStdout: onOut})
+				r, err := s.Exec(context.Background(), tc.sleep, session.ExecOptions{Stdout: onOut})
 				if err != nil {
 					t.Error(err)
 				}
@@ -324,7 +325,7 @@ func TestOutputFloodIsCapped(t *testing.T) {
 		c := testenv.Client(t)
 		s := testenv.Start(t, c, session.Spec{Memory: 4 << 30})
 		var streamed int64
-		r := execWith(t, s, "print('x' * 10**9)\n'done'", session.ExecOptions{OnStdout: func(p []byte) { streamed += int64(len(p)) }})
+		r := execWith(t, s, "print('x' * 10**9)\n'done'", session.ExecOptions{Stdout: testenv.WriterFunc(func(p []byte) { streamed += int64(len(p)) })})
 		require.Equal(t, "ok", string(r.Status), r.Stderr)
 		assert.Equal(t, "'done'", *r.Result)
 		checkCapped(t, r, 4<<20, streamed)
@@ -344,7 +345,7 @@ func TestOutputFloodIsCapped(t *testing.T) {
 		s := testenv.Start(t, c, session.Spec{Lang: "bash"})
 		var streamed int64
 		r := execWith(t, s, "yes", session.ExecOptions{Timeout: 2 * time.Second, MaxOutput: 1 << 20,
-			OnStdout: func(p []byte) { streamed += int64(len(p)) }})
+			Stdout: testenv.WriterFunc(func(p []byte) { streamed += int64(len(p)) })})
 		assert.Equal(t, "timeout", string(r.Status))
 		checkCapped(t, r, 1<<20, streamed)
 		assert.Positive(t, r.StdoutTruncated)
@@ -396,8 +397,8 @@ pass`
 			s := testenv.Start(t, c, session.Spec{Lang: tc.lang})
 			var streamed, streamedErr []byte
 			r := execWith(t, s, tc.code, session.ExecOptions{
-				OnStdout: func(p []byte) { streamed = append(streamed, p...) },
-				OnStderr: func(p []byte) { streamedErr = append(streamedErr, p...) },
+				Stdout: testenv.WriterFunc(func(p []byte) { streamed = append(streamed, p...) }),
+				Stderr: testenv.WriterFunc(func(p []byte) { streamedErr = append(streamedErr, p...) }),
 			})
 			require.Equal(t, "ok", string(r.Status), r.Stderr)
 			assert.Equal(t, []byte(wantOut), []byte(r.Stdout), "raw bytes, as written")

@@ -240,11 +240,14 @@ type ExecOptions struct {
 	// absolute, and must exist.
 	Env     []string
 	Workdir string
-	// OnStdout and OnStderr receive output as it is produced (called from one goroutine).
-	OnStdout func([]byte)
-	OnStderr func([]byte)
-	// Stdout and Stderr, when set, receive the same output as the callbacks.
+	// Stdout and Stderr, when set, receive output as it is produced (written from one
+	// goroutine; a write error is ignored, the execution goes on). For output as a stream of
+	// events instead, use Session.Events.
 	Stdout, Stderr io.Writer
+	// StreamOnly keeps no copy of what was written to Stdout or Stderr: the Result's Stdout and
+	// Stderr are then empty for a stream that had a writer. For large streamed output, which is
+	// otherwise held in memory twice.
+	StreamOnly bool
 	// OnResult receives the repr of a final expression; OnError a raised exception (or a crash),
 	// both once, when the execution ends.
 	OnResult func(repr string)
@@ -253,6 +256,22 @@ type ExecOptions struct {
 	OnNotice func(string)
 	// Detach, when closed, stops waiting for the result; the execution goes on in the session.
 	Detach <-chan struct{}
+}
+
+// collect returns the handler of one output stream: it keeps a copy in *buf, unless w takes the
+// stream and streamOnly says to keep none, and writes to w.
+func collect(buf *[]byte, w io.Writer, streamOnly bool) func([]byte) {
+	switch {
+	case w == nil:
+		return func(p []byte) { *buf = append(*buf, p...) }
+	case streamOnly:
+		return func(p []byte) { _, _ = w.Write(p) }
+	default:
+		return func(p []byte) {
+			*buf = append(*buf, p...)
+			_, _ = w.Write(p)
+		}
+	}
 }
 
 // Exec runs code in the session and waits for its end. Cancelling ctx interrupts the code
@@ -285,24 +304,8 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 	}
 	var stdout, stderr []byte
 	h := execproto.Handlers{
-		Stdout: func(p []byte) {
-			stdout = append(stdout, p...)
-			if o.OnStdout != nil {
-				o.OnStdout(p)
-			}
-			if o.Stdout != nil {
-				_, _ = o.Stdout.Write(p)
-			}
-		},
-		Stderr: func(p []byte) {
-			stderr = append(stderr, p...)
-			if o.OnStderr != nil {
-				o.OnStderr(p)
-			}
-			if o.Stderr != nil {
-				_, _ = o.Stderr.Write(p)
-			}
-		},
+		Stdout: collect(&stdout, o.Stdout, o.StreamOnly),
+		Stderr: collect(&stderr, o.Stderr, o.StreamOnly),
 		Notice: o.OnNotice,
 	}
 	if s.lang == "python" || s.lang == "" {

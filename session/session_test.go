@@ -88,11 +88,11 @@ func TestOutputIsStreamedBeforeTheEnd(t *testing.T) {
 	var once sync.Once
 	start := time.Now()
 	r, err := s.Exec(testenv.Ctx(t, time.Minute), "import time\nprint('early', flush=True)\ntime.sleep(1.5)\nprint('late')",
-		session.ExecOptions{OnStdout: func(p []byte) {
+		session.ExecOptions{Stdout: testenv.WriterFunc(func(p []byte) {
 			if strings.Contains(string(p), "early") {
 				once.Do(func() { first <- time.Now() })
 			}
-		}})
+		})})
 	require.NoError(t, err)
 	end := time.Now()
 	require.Equal(t, "ok", string(r.Status))

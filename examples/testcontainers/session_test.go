@@ -9,6 +9,7 @@
 package example_test
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -99,9 +100,9 @@ func TestAnOwnSessionPerTest(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.RestoreSnapshot(ctx, snap.ID)
 	require.NoError(t, err)
-	var out []byte
-	res, err = s.Exec(ctx, "print(len(t))", session.ExecOptions{OnStdout: func(p []byte) { out = append(out, p...) }})
+	var out bytes.Buffer
+	res, err = s.Exec(ctx, "print(len(t))", session.ExecOptions{Stdout: &out})
 	require.NoError(t, err)
 	require.Equal(t, "ok", string(res.Status), res.Stderr)
-	assert.Equal(t, "2\n", string(out), "t is back from the snapshot")
+	assert.Equal(t, "2\n", out.String(), "t is back from the snapshot")
 }

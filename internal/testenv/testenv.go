@@ -148,3 +148,12 @@ func Ctx(t testing.TB, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// WriterFunc is a function as an io.Writer, for ExecOptions.Stdout in tests that look at each
+// chunk as it arrives.
+type WriterFunc func(p []byte)
+
+func (f WriterFunc) Write(p []byte) (int, error) {
+	f(p)
+	return len(p), nil
+}
