@@ -19,7 +19,7 @@ build: ## build bin/runtimectl and bin/runtime-agent (static, linux)
 base-image: ## make sure $(BASE) exists locally: present, pulled, or made with debootstrap from Debian's packages
 	bash scripts/base-image.sh $(BASE)
 
-images: build base-image ## build the python and bash session images
+images: build base-image ## build the python, bash and node session images
 	bin/runtimectl image build all
 
 demo: images ## the main job: build the images, start a session, run code in it

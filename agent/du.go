@@ -189,6 +189,6 @@ func (a *Agent) diskRefusal(req execproto.Request) string {
 	if limit <= 0 || used <= limit || req.IgnoreDiskCap {
 		return ""
 	}
-	return fmt.Sprintf("the workspace takes %s, past the session's disk cap of %s (--disk): executions are refused until it is under it; free space with `runtimectl session exec %s --ignore-disk-cap CODE` (code that deletes files), or copy out what you need with `runtimectl session cp` and remove the session",
-		humanBytes(used), humanBytes(limit), a.cfg.Session)
+	return fmt.Sprintf("the workspace takes %s, past the session's disk cap of %s: executions are refused until it is under it; free space with code that deletes files, run past the cap, or copy out what you need and remove the session",
+		humanBytes(used), humanBytes(limit))
 }

@@ -428,7 +428,7 @@ func (a *Agent) restoreTo(j *job) {
 func (a *Agent) checkSnapshot(id string) error {
 	f, _, err := a.store.Open(id)
 	if err != nil {
-		return fmt.Errorf("snapshot %q: %w; list them with `runtimectl session snapshots`", id, err)
+		return fmt.Errorf("snapshot %q: %w; list the session's snapshots to pick another", id, err)
 	}
 	f.Close()
 	return nil

@@ -108,7 +108,7 @@ func TestRestoreByHand(t *testing.T) {
 	assert.Equal(t, "first", execStub(t, c, "get", 0).Stdout, "a restart after a restore keeps the restored state")
 	err := c.Call(testCtx(t, 30*time.Second), execproto.Request{Op: execproto.OpRestore, Snapshot: "no-such"}, nil)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "runtimectl session snapshots")
+	assert.Contains(t, err.Error(), "list the session's snapshots")
 }
 
 // A variables request is answered; one the driver never answers ends with an error at its
@@ -175,7 +175,7 @@ func TestDiskCapRefusesExecutionsPastIt(t *testing.T) {
 	}, 20*time.Second, 20*time.Millisecond, "an execution past the cap was not refused")
 	assert.ErrorIs(t, err, execproto.ErrDiskCap)
 	assert.Contains(t, err.Error(), "past the session's disk cap of 1.0 MiB")
-	assert.Contains(t, err.Error(), "--ignore-disk-cap")
+	assert.Contains(t, err.Error(), "run past the cap")
 	assert.Greater(t, s.Status().DiskUsed, int64(1<<20))
 
 	r, err := c.Exec(testCtx(t, 10*time.Second), execproto.Request{Code: "free", IgnoreDiskCap: true}, execproto.Handlers{}, nil)

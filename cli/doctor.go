@@ -83,7 +83,7 @@ func runDoctor(ctx context.Context, f *Factory) []doctorCheck {
 	}
 	eng, err := engineInfo(ctx, f, 10*time.Second)
 	if err != nil {
-		return []doctorCheck{{Check: "engine", Detail: oneLine(err.Error()),
+		return []doctorCheck{{Check: "engine", Detail: errLine(err),
 			Fix: "start dockerd, or point DOCKER_HOST (or --host) at a running engine; for tcp:// with TLS set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH"}}
 	}
 	checks := []doctorCheck{{Check: "engine", OK: true,
@@ -122,7 +122,7 @@ func runDoctor(ctx context.Context, f *Factory) []doctorCheck {
 			ch.Detail = "present but it does not carry the runtimectl agent"
 			ch.Fix = "rebuild it with `runtimectl image build " + n + " --force`"
 		default:
-			ch.Detail = oneLine(err.Error())
+			ch.Detail = errLine(err)
 		}
 		langChecks = append(langChecks, ch)
 	}
@@ -138,7 +138,7 @@ func runDoctor(ctx context.Context, f *Factory) []doctorCheck {
 		base.Detail = "missing, and runtimectl never pulls"
 		base.Fix = "make it with `make base-image` (debootstrap from Debian's packages, in the source tree) or `docker pull " + images.DefaultBase + "`"
 	default:
-		base.Detail = oneLine(err.Error())
+		base.Detail = errLine(err)
 	}
 	checks = append(checks, base)
 	return append(checks, langChecks...)

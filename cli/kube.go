@@ -62,19 +62,19 @@ func newCmdKube(f *Factory) *cobra.Command {
 func runKubeDoctor(ctx context.Context, f *Factory) []doctorCheck {
 	b, err := f.kubeBackend()
 	if err != nil {
-		return []doctorCheck{{Check: "cluster", Detail: oneLine(err.Error()), Fix: "set KUBECONFIG or --kubeconfig to the cluster's kubeconfig"}}
+		return []doctorCheck{{Check: "cluster", Detail: errLine(err), Fix: "set KUBECONFIG or --kubeconfig to the cluster's kubeconfig"}}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	v, err := b.Ping(ctx)
 	if err != nil {
-		return []doctorCheck{{Check: "cluster", Detail: oneLine(err.Error()), Fix: "start the cluster (make kube-up for the local one), or point KUBECONFIG at a running one"}}
+		return []doctorCheck{{Check: "cluster", Detail: errLine(err), Fix: "start the cluster (make kube-up for the local one), or point KUBECONFIG at a running one"}}
 	}
 	checks := []doctorCheck{{Check: "cluster", OK: true, Detail: fmt.Sprintf("Kubernetes %s at %s", v, b.Host())}}
 	ok, err := b.NamespaceExists(ctx)
 	switch {
 	case err != nil:
-		checks = append(checks, doctorCheck{Check: "namespace " + b.Namespace(), Detail: oneLine(err.Error())})
+		checks = append(checks, doctorCheck{Check: "namespace " + b.Namespace(), Detail: errLine(err)})
 	case !ok:
 		checks = append(checks, doctorCheck{Check: "namespace " + b.Namespace(), Detail: "does not exist", Fix: "kubectl create namespace " + b.Namespace()})
 	default:
@@ -83,7 +83,7 @@ func runKubeDoctor(ctx context.Context, f *Factory) []doctorCheck {
 	missing, err := b.Missing(ctx)
 	switch {
 	case err != nil:
-		checks = append(checks, doctorCheck{Check: "permissions", Detail: oneLine(err.Error())})
+		checks = append(checks, doctorCheck{Check: "permissions", Detail: errLine(err)})
 	case len(missing) > 0:
 		checks = append(checks, doctorCheck{Check: "permissions", Detail: "missing in namespace " + b.Namespace() + ": " + strings.Join(missing, ", "),
 			Fix: "grant the Role of `runtimectl kube rbac --namespace " + b.Namespace() + "`"})
@@ -100,7 +100,7 @@ func runKubeDoctor(ctx context.Context, f *Factory) []doctorCheck {
 		ch := doctorCheck{Check: "image " + ref}
 		switch {
 		case err != nil:
-			ch.OK, ch.Detail = true, "cannot tell whether the nodes hold it ("+oneLine(err.Error())+"); a node pulls it when a session starts there (imagePullPolicy IfNotPresent), and one it cannot pull fails the start with the kubelet's reason"
+			ch.OK, ch.Detail = true, "cannot tell whether the nodes hold it ("+errLine(err)+"); a node pulls it when a session starts there (imagePullPolicy IfNotPresent), and one it cannot pull fails the start with the kubelet's reason"
 		case on[ref] == nodes:
 			ch.OK, ch.Detail = true, fmt.Sprintf("on all %d nodes", nodes)
 		case on[ref] > 0:

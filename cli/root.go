@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runtimectl/runtimectl/backend"
+	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/kube"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -162,11 +163,14 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		var ee *exitError
 		if !errors.As(err, &ee) {
-			fmt.Fprintln(stderr, "runtimectl: "+oneLine(err.Error()))
+			fmt.Fprintln(stderr, "runtimectl: "+errLine(err))
 		}
 	}
 	return ExitCode(err)
 }
+
+// errLine is err's message in the CLI's words (see internal/advice), its first line.
+func errLine(err error) string { return oneLine(advice.CLI(err)) }
 
 func oneLine(s string) string {
 	s = strings.TrimSpace(s)
@@ -181,7 +185,7 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "runtimectl",
 		Short: "Run LLM-written code in long-lived, stateful Docker sessions",
-		Long: `runtimectl runs code in sessions: long-lived Docker containers, each with one Python or bash
+		Long: `runtimectl runs code in sessions: long-lived Docker containers, each with one Python, bash or Node
 interpreter whose variables, imports and functions persist between executions, a workspace
 volume at /workspace, and snapshots and a history on that volume that survive the container
 being stopped, killed or replaced.`,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/execproto"
+	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/session"
 )
 
@@ -164,7 +165,7 @@ func execRun(ctx context.Context, o *ExecOptions) error {
 			return &exitError{143}
 		}
 		if errors.Is(err, session.ErrNoAnswer) {
-			fmt.Fprintln(errw, "runtimectl: "+err.Error())
+			fmt.Fprintln(errw, "runtimectl: "+advice.CLI(err))
 			return &exitError{124}
 		}
 		select {

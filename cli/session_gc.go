@@ -44,7 +44,11 @@ and report volumes that cannot be started. --dry-run only says what would be don
 			tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "SESSION\tACTION\tDONE\tREASON")
 			for _, a := range acts {
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", a.Session, a.Action, a.Done, a.Reason)
+				reason := a.Reason
+				if a.Fix != "" {
+					reason += ": `" + a.Fix + "`"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", a.Session, a.Action, a.Done, reason)
 			}
 			return tw.Flush()
 		},

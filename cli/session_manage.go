@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/session"
 )
 
@@ -87,7 +88,7 @@ ipynb, to DIR; nothing is removed if the export fails.`,
 						first = err
 					}
 					if len(a) > 1 {
-						fmt.Fprintf(f.IO.Err, "runtimectl: %s: %v\n", n, err)
+						fmt.Fprintf(f.IO.Err, "runtimectl: %s: %s\n", n, advice.CLI(err))
 					}
 				}
 			}

@@ -33,7 +33,7 @@ stderr; the command still succeeds.`,
 			v := versionInfo{CLI: Version, Protocol: protocolVersion}
 			eng, err := engineInfo(c.Context(), f, 5*time.Second)
 			if err != nil {
-				v.Problem = oneLine(err.Error())
+				v.Problem = errLine(err)
 			} else {
 				v.Engine = &eng
 			}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/client"
+
+	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
 // Dial returns a Docker client for host, or for the engine that DOCKER_HOST (with
@@ -55,7 +57,7 @@ func classifyHost(err error, host string) error {
 		return fmt.Errorf("%w: %s %s: %s", ErrUnreachable, "TLS with", host, what)
 	}
 	if client.IsErrConnectionFailed(err) || strings.Contains(err.Error(), "Cannot connect to the Docker daemon") {
-		return fmt.Errorf("%w at %s: %v (is dockerd running there? is --host or DOCKER_HOST right?)", ErrUnreachable, host, err)
+		return advice.Errorf("%w at %s: %v (is dockerd running there? is %s right?)", ErrUnreachable, host, err, advice.Words{Lib: "DOCKER_HOST", CLI: "--host or DOCKER_HOST"})
 	}
 	return err
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/network"
+
+	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
 // BridgeNetwork is the network of sessions started with `--network bridge`: runtimectl's own
@@ -54,7 +56,7 @@ func (m *Manager) EnsureNetwork(ctx context.Context, setting string) error {
 		Labels:  map[string]string{LabelSchema: Schema},
 	})
 	if err != nil && !IsConflict(err) { // another process made it at the same moment
-		return fmt.Errorf("create network %s (sessions with --network bridge use it): %w", BridgeNetwork, m.classify(err))
+		return advice.Errorf("create network %s (sessions with %s use it): %w", BridgeNetwork, advice.Words{Lib: "Network bridge", CLI: "--network bridge"}, m.classify(err))
 	}
 	return nil
 }

@@ -101,7 +101,7 @@ func NewClient(ctx context.Context, conn io.ReadWriteCloser) (*Client, error) {
 	}
 	if h.Protocol != Version {
 		conn.Close()
-		return nil, fmt.Errorf("the session's agent speaks protocol %d, this runtimectl speaks %d: rebuild the images (runtimectl image build) and restart the session", h.Protocol, Version)
+		return nil, fmt.Errorf("the session's agent speaks protocol %d, this runtimectl speaks %d: rebuild the session's image with this runtimectl and restart the session", h.Protocol, Version)
 	}
 	c := &Client{
 		conn:    conn,

@@ -205,14 +205,14 @@ func TestNewClientRefuses(t *testing.T) {
 			agent: func(conn net.Conn) {
 				_ = WriteFrame(conn, Frame{Type: TypeHello, Payload: []byte(fmt.Sprintf(`{"protocol":%d,"agent":"9.9"}`, Version+1))})
 			},
-			wantMsgs: []string{fmt.Sprintf("speaks protocol %d", Version+1), fmt.Sprintf("this runtimectl speaks %d", Version), "rebuild the images", "runtimectl image build"},
+			wantMsgs: []string{fmt.Sprintf("speaks protocol %d", Version+1), fmt.Sprintf("this runtimectl speaks %d", Version), "rebuild the session's image", "rebuild the session's image"},
 		},
 		{
 			name: "protocol missing",
 			agent: func(conn net.Conn) {
 				_ = WriteFrame(conn, Frame{Type: TypeHello, Payload: []byte(`{"agent":"old"}`)})
 			},
-			wantMsgs: []string{"speaks protocol 0", "rebuild the images"},
+			wantMsgs: []string{"speaks protocol 0", "rebuild the session's image"},
 		},
 		{
 			name: "first frame not a hello",

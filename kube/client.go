@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/runtimectl/runtimectl/backend"
+	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
 // Config says which cluster and namespace a Backend works in.
@@ -82,7 +83,7 @@ func New(c Config) (*Backend, error) {
 			where = strings.Join(rules.Precedence, ", ")
 		}
 		if clientcmd.IsEmptyConfig(err) {
-			return nil, fmt.Errorf("%w: no kubeconfig (looked in %s); set KUBECONFIG or --kubeconfig to the cluster's kubeconfig", backend.ErrUnreachable, where)
+			return nil, advice.Errorf("%w: no kubeconfig (looked in %s); set %s to the cluster's kubeconfig", backend.ErrUnreachable, where, advice.Words{Lib: "KUBECONFIG or Config.Kubeconfig", CLI: "KUBECONFIG or --kubeconfig"})
 		}
 		return nil, fmt.Errorf("%w: kubeconfig %s: %v", backend.ErrUnreachable, where, oneLine(err.Error()))
 	}
@@ -168,8 +169,8 @@ func (b *Backend) classify(err error) error {
 		return fmt.Errorf("%w: %v", backend.ErrNotFound, err)
 	}
 	if isUnreachable(err) {
-		return fmt.Errorf("%w: the Kubernetes API server %s (from kubeconfig %s) does not answer: %s; is the cluster running, and are KUBECONFIG or --kubeconfig right?",
-			backend.ErrUnreachable, b.server, b.kubeconfig, oneLine(rootCause(err)))
+		return advice.Errorf("%w: the Kubernetes API server %s (from kubeconfig %s) does not answer: %s; is the cluster running, and are %s right?",
+			backend.ErrUnreachable, b.server, b.kubeconfig, oneLine(rootCause(err)), advice.Words{Lib: "KUBECONFIG or Config.Kubeconfig", CLI: "KUBECONFIG or --kubeconfig"})
 	}
 	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
 		return fmt.Errorf("%v (the kubeconfig's user lacks a permission runtimectl needs in namespace %s: see docs/kubernetes.md for the Role)", oneLine(err.Error()), b.ns)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/runtimectl/runtimectl/backend"
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
 // Create makes the session's NetworkPolicy (unless it asked for network) and its pod, which
@@ -192,8 +193,8 @@ func podProgress(p *corev1.Pod) (done bool, why string, err error) {
 	for _, cs := range statuses {
 		if w := cs.State.Waiting; w != nil {
 			if pullFailures[w.Reason] {
-				return false, "", fmt.Errorf("%w: the cluster cannot pull image %s (%s: %s); push it to a registry the nodes can pull from and name it with --image (see docs/kubernetes.md)",
-					backend.ErrImage, cs.Image, w.Reason, oneLine(w.Message))
+				return false, "", advice.Errorf("%w: the cluster cannot pull image %s (%s: %s); push it to a registry the nodes can pull from and name it with %s (see docs/kubernetes.md)",
+					backend.ErrImage, cs.Image, w.Reason, oneLine(w.Message), advice.Words{Lib: "Spec.Image", CLI: "--image"})
 			}
 			if configFailures[w.Reason] {
 				return false, "", fmt.Errorf("container %s of pod %s cannot start (%s: %s)", cs.Name, p.Name, w.Reason, oneLine(w.Message))

@@ -11,6 +11,7 @@ import (
 	"github.com/runtimectl/runtimectl/backend"
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
 // Paths inside the session's pod.
@@ -132,7 +133,7 @@ func Pod(namespace string, s backend.Spec, o Options) (*corev1.Pod, error) {
 		return nil, fmt.Errorf("session %q: /tmp (%d bytes) must be smaller than the memory limit (%d bytes), since it is held in memory", s.Session, tmp, memory)
 	}
 	if s.CPUs < 0 {
-		return nil, fmt.Errorf("session %q: --cpus must be positive", s.Session)
+		return nil, advice.Errorf("session %q: %s must be positive", s.Session, advice.Words{Lib: "CPUs", CLI: "--cpus"})
 	}
 	eph := resource.MustParse(o.Ephemeral)
 	mem := *resource.NewQuantity(memory, resource.BinarySI)

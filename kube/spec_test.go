@@ -20,6 +20,7 @@ import (
 
 	"github.com/runtimectl/runtimectl/backend"
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
 func spec(name string) backend.Spec {
@@ -434,7 +435,8 @@ func TestNoKubeconfigSaysWhatToSet(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	_, err := New(Config{})
 	require.ErrorIs(t, err, backend.ErrUnreachable)
-	assert.Contains(t, err.Error(), "set KUBECONFIG or --kubeconfig")
+	assert.Contains(t, err.Error(), "set KUBECONFIG or Config.Kubeconfig")
+	assert.Contains(t, advice.CLI(err), "set KUBECONFIG or --kubeconfig")
 
 	_, err = New(Config{Kubeconfig: filepath.Join(t.TempDir(), "nope")})
 	require.Error(t, err)

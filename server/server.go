@@ -389,7 +389,7 @@ func (s *Server) Sweep(ctx context.Context) {
 			continue
 		}
 		for _, a := range acts {
-			s.log.Info("sweep", "session", a.Session, "action", a.Action, "done", a.Done, "reason", a.Reason)
+			s.log.Info("sweep", "session", a.Session, "action", a.Action, "done", a.Done, "reason", a.Reason, "fix", a.Fix)
 		}
 	}
 }

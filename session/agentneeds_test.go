@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -266,7 +267,8 @@ with open("small.bin", "wb") as f:
 	dst := t.TempDir()
 	err := c.CopyFrom(ctx, s.Name(), "sparse", dst)
 	require.ErrorIs(t, err, session.ErrInvalid)
-	assert.Contains(t, err.Error(), "--max-size")
+	assert.Contains(t, err.Error(), "CopyOptions.MaxSize")
+	assert.Contains(t, advice.CLI(err), "--max-size")
 	entries, _ := os.ReadDir(dst)
 	assert.Empty(t, entries, "nothing half-copied is left")
 
@@ -306,7 +308,8 @@ open("tree/top.txt", "w").write("top")`)
 	dst := t.TempDir()
 	err := c.CopyFrom(ctx, name, "tree", dst)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "--skip-unreadable")
+	assert.Contains(t, err.Error(), "CopyOptions.SkipDeep")
+	assert.Contains(t, advice.CLI(err), "--skip-unreadable")
 	entries, _ := os.ReadDir(dst)
 	assert.Empty(t, entries, "nothing half-copied")
 

@@ -13,6 +13,7 @@ import (
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/images"
+	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/snapshot"
 	"github.com/runtimectl/runtimectl/volumes"
@@ -193,7 +194,7 @@ func (s Spec) settings() (Settings, error) {
 		s.CPUs = containers.DefaultCPUs
 	}
 	if s.CPUs < 0 || s.Pids < 0 {
-		return Settings{}, fmt.Errorf("%w limits: --cpus and --pids must be positive", ErrInvalid)
+		return Settings{}, advice.Errorf("%w limits: %s and %s must be positive", ErrInvalid, flag("CPUs", "--cpus"), flag("Pids", "--pids"))
 	}
 	if s.KeepSnapshots < 0 {
 		return Settings{}, fmt.Errorf("%w snapshots to keep %d: give 1 or more (0 keeps the default, %d)", ErrInvalid, s.KeepSnapshots, snapshot.DefaultKeep)
@@ -212,7 +213,7 @@ func (s Spec) settings() (Settings, error) {
 		idle = s.IdleStop.String()
 	}
 	if s.TTL < 0 || s.IdleStop < 0 {
-		return Settings{}, fmt.Errorf("%w idle policy: --ttl and --idle-stop must be positive durations", ErrInvalid)
+		return Settings{}, advice.Errorf("%w idle policy: %s and %s must be positive durations", ErrInvalid, flag("TTL", "--ttl"), flag("IdleStop", "--idle-stop"))
 	}
 	ttl := ""
 	if s.TTL > 0 {
@@ -275,11 +276,11 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 		case verr == nil:
 			st, err = decodeSettings(vol.Settings)
 			if err != nil {
-				return nil, info, fmt.Errorf("session %q: its volume's settings are unreadable (%v); remove it with `runtimectl volume rm %s`", spec.Name, err, vol.Name)
+				return nil, info, advice.Errorf("session %q: its volume's settings are unreadable (%v); %s", spec.Name, err, adviseRemoveVolume(vol.Name))
 			}
 			info.Recreate = true
 		case errors.Is(verr, volumes.ErrNotFound) && existing:
-			return nil, info, fmt.Errorf("%w %q: start it with `runtimectl session start %s`", ErrNotFound, spec.Name, spec.Name)
+			return nil, info, advice.Errorf("%w %q: %s", ErrNotFound, spec.Name, adviseStart(spec.Name))
 		case errors.Is(verr, volumes.ErrNotFound):
 			st, err = spec.settings()
 			if err != nil {
@@ -370,12 +371,12 @@ func (c *Client) checkImage(ctx context.Context, st Settings) error {
 		return nil
 	case errors.Is(err, images.ErrNotFound):
 		if l, lerr := lang.Get(st.Lang); lerr == nil && st.Image == images.Ref(l) {
-			return fmt.Errorf("%w: no image %s; build it with `runtimectl image build %s`", ErrNoImage, st.Image, st.Lang)
+			return advice.Errorf("%w: no image %s; %s", ErrNoImage, st.Image, advice.Words{Lib: "build it first (Client.Images().Build)", CLI: "build it with `runtimectl image build " + st.Lang + "`"})
 		}
-		return fmt.Errorf("%w: no image %s; build it first (see `runtimectl image build --help`)", ErrNoImage, st.Image)
+		return advice.Errorf("%w: no image %s; build it first%s", ErrNoImage, st.Image, advice.Words{Lib: "", CLI: " (see `runtimectl image build --help`)"})
 	case errors.Is(err, images.ErrNoAgent):
 		// A wrong --image is bad input (the CLI's exit 2) as well as no usable image.
-		return fmt.Errorf("%w: %w: image %s does not carry the runtimectl agent; use `runtimectl image build` (or a Dockerfile FROM runtimectl/%s)", ErrInvalid, ErrNoImage, st.Image, st.Lang)
+		return advice.Errorf("%w: %w: image %s does not carry the runtimectl agent; %s (or a Dockerfile FROM runtimectl/%s)", ErrInvalid, ErrNoImage, st.Image, advice.Words{Lib: "build one with Client.Images()", CLI: "use `runtimectl image build`"}, st.Lang)
 	}
 	return err
 }
@@ -406,7 +407,7 @@ func (c *Client) exists(ctx context.Context, name string) error {
 	} else if !errors.Is(verr, volumes.ErrNotFound) {
 		return verr
 	}
-	return fmt.Errorf("%w %q: start it with `runtimectl session start %s`", ErrNotFound, name, name)
+	return advice.Errorf("%w %q: %s", ErrNotFound, name, adviseStart(name))
 }
 
 // Stop waits for the pending snapshot (taking one when the latest state is not saved), then
@@ -440,7 +441,7 @@ func (c *Client) Remove(ctx context.Context, name string, force bool) error {
 	}
 	ci, err := c.ctr.Inspect(ctx, name)
 	if err == nil && ci.Running && !force {
-		return fmt.Errorf("%w: %q; stop it first (`runtimectl session stop %s`) or use --force", ErrRunning, name, name)
+		return advice.Errorf("%w: %q; %s", ErrRunning, name, adviseStopOrForce(name))
 	}
 	if err := c.ctr.Remove(ctx, name, true); err != nil {
 		return err

@@ -10,18 +10,21 @@ import (
 
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/snapshot"
 )
 
 // conflictsWith returns the settings that spec asks for and the recorded settings st differ
-// in, one phrase each ("memory 4 GiB (the session has 2 GiB)"). A field spec leaves zero asks
+// in, one phrase each, worded as Spec's field and as the CLI's flag ("Memory 4GiB (the
+// session has 2GiB)", "--memory 4GiB (...)"). A field spec leaves zero asks
 // for nothing; both sides are compared with their defaults filled in, so asking for a default
 // that the session has is no conflict.
-func conflictsWith(spec Spec, st Settings) []string {
-	var out []string
-	diff := func(what, want, have string) {
+func conflictsWith(spec Spec, st Settings) []advice.Words {
+	var out []advice.Words
+	diff := func(field, cliFlag, want, have string) {
 		if want != have {
-			out = append(out, fmt.Sprintf("%s %s (the session has %s)", what, want, have))
+			rest := fmt.Sprintf(" %s (the session has %s)", want, have)
+			out = append(out, advice.Words{Lib: field + rest, CLI: cliFlag + rest})
 		}
 	}
 	size := containers.HumanSize
@@ -32,37 +35,37 @@ func conflictsWith(spec Spec, st Settings) []string {
 		return v
 	}
 	if spec.Lang != "" {
-		diff("--lang", spec.Lang, st.Lang)
+		diff("Lang", "--lang", spec.Lang, st.Lang)
 	}
 	if spec.Image != "" {
-		diff("--image", spec.Image, st.Image)
+		diff("Image", "--image", spec.Image, st.Image)
 	}
 	if spec.Memory != 0 {
-		diff("--memory", size(spec.Memory), size(orInt(st.Memory, containers.DefaultMemory)))
+		diff("Memory", "--memory", size(spec.Memory), size(orInt(st.Memory, containers.DefaultMemory)))
 	}
 	if spec.CPUs != 0 {
 		have := st.CPUs
 		if have == 0 {
 			have = containers.DefaultCPUs
 		}
-		diff("--cpus", fmt.Sprint(spec.CPUs), fmt.Sprint(have))
+		diff("CPUs", "--cpus", fmt.Sprint(spec.CPUs), fmt.Sprint(have))
 	}
 	if spec.Pids != 0 {
-		diff("--pids", fmt.Sprint(spec.Pids), fmt.Sprint(orInt(st.Pids, containers.DefaultPids)))
+		diff("Pids", "--pids", fmt.Sprint(spec.Pids), fmt.Sprint(orInt(st.Pids, containers.DefaultPids)))
 	}
 	if spec.Network != "" {
 		have := st.Network
 		if have == "" {
 			have = containers.DefaultNetwork
 		}
-		diff("--network", spec.Network, have)
+		diff("Network", "--network", spec.Network, have)
 	}
 	if len(spec.Env) > 0 {
 		want, have := slices.Clone(spec.Env), slices.Clone(st.Env)
 		slices.Sort(want)
 		slices.Sort(have)
 		if !slices.Equal(want, have) {
-			out = append(out, fmt.Sprintf("--env %s (the session has %s)", envKeys(want), envKeys(have)))
+			diff("Env", "--env", envKeys(want), envKeys(have))
 		}
 	}
 	if spec.Snapshot != "" {
@@ -70,37 +73,37 @@ func conflictsWith(spec Spec, st Settings) []string {
 		if have == "" {
 			have = string(contract.SnapshotEvery)
 		}
-		diff("--snapshot", spec.Snapshot, have)
+		diff("Snapshot", "--snapshot", spec.Snapshot, have)
 	}
 	if spec.KeepSnapshots != 0 {
-		diff("--keep-snapshots", fmt.Sprint(spec.KeepSnapshots), fmt.Sprint(orInt(int64(st.KeepSnapshots), snapshot.DefaultKeep)))
+		diff("KeepSnapshots", "--keep-snapshots", fmt.Sprint(spec.KeepSnapshots), fmt.Sprint(orInt(int64(st.KeepSnapshots), snapshot.DefaultKeep)))
 	}
 	if spec.MaxOutput != 0 {
-		diff("--max-output", size(spec.MaxOutput), size(orInt(st.MaxOutput, 4<<20)))
+		diff("MaxOutput", "--max-output", size(spec.MaxOutput), size(orInt(st.MaxOutput, 4<<20)))
 	}
 	if spec.Disk != 0 {
-		diff("--disk", size(spec.Disk), size(orInt(st.Disk, contract.DefaultDisk)))
+		diff("Disk", "--disk", size(spec.Disk), size(orInt(st.Disk, contract.DefaultDisk)))
 	}
 	if spec.Runtime != "" {
 		have := st.Runtime
 		if have == "" {
 			have = "the engine's default"
 		}
-		diff("--runtime", spec.Runtime, have)
+		diff("Runtime", "--runtime", spec.Runtime, have)
 	}
 	if spec.TTL != 0 {
 		have := "none"
 		if d, err := time.ParseDuration(st.TTL); err == nil && st.TTL != "" {
 			have = d.String()
 		}
-		diff("--ttl", spec.TTL.String(), have)
+		diff("TTL", "--ttl", spec.TTL.String(), have)
 	}
 	if spec.IdleStop != 0 {
 		have := "none"
 		if d, err := time.ParseDuration(st.IdleStop); err == nil && st.IdleStop != "" {
 			have = d.String()
 		}
-		diff("--idle-stop", spec.IdleStop.String(), have)
+		diff("IdleStop", "--idle-stop", spec.IdleStop.String(), have)
 	}
 	return out
 }
@@ -139,7 +142,16 @@ func (c *Client) checkConflicts(ctx context.Context, spec Spec) error {
 		return nil // unreadable settings are reported by the start itself
 	}
 	if diff := conflictsWith(spec, st); len(diff) > 0 {
-		return fmt.Errorf("%w: session %q exists with other settings: %s; start it without them (its settings hold across stop and start), or remove it (`session rm`, after `session cp` of what you need) and start it again with the new ones", ErrConflict, spec.Name, strings.Join(diff, "; "))
+		var lib, cli []string
+		for _, d := range diff {
+			lib, cli = append(lib, d.Lib), append(cli, d.CLI)
+		}
+		return advice.Errorf("%w: session %q exists with other settings: %s; %s", ErrConflict, spec.Name,
+			advice.Words{Lib: strings.Join(lib, "; "), CLI: strings.Join(cli, "; ")},
+			advice.Words{
+				Lib: "start it without them (its settings hold across stop and start), or remove it (Client.Remove, after copying out what you need) and start it again with the new ones",
+				CLI: "start it without them (its settings hold across stop and start), or remove it (`session rm`, after `session cp` of what you need) and start it again with the new ones",
+			})
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -31,7 +32,8 @@ func TestDiskCapRefusesExecutionsPastIt(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "an execution past the cap was not refused")
 	require.ErrorIs(t, err, session.ErrDiskCap)
 	assert.Contains(t, err.Error(), "past the session's disk cap of 64.0 MiB")
-	assert.Contains(t, err.Error(), "--ignore-disk-cap")
+	assert.Contains(t, err.Error(), "ExecOptions.IgnoreDiskCap", "the library names its option")
+	assert.Contains(t, advice.CLI(err), "`runtimectl session exec "+name+" --ignore-disk-cap CODE`", "the CLI names its flag")
 
 	// Still refused after a stop and start: the cap is in the session's settings.
 	require.NoError(t, c.Stop(context.Background(), name))

@@ -2,6 +2,7 @@ package session
 
 import (
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/internal/advice"
 
 	"context"
 	"errors"
@@ -40,7 +41,7 @@ func ResolvePath(p string) (string, error) {
 		return "", fmt.Errorf("%w path %q: session paths are under %s (give a relative path or one inside it)", ErrInvalid, p, Workspace)
 	}
 	if legacy := contract.LegacyStateDir; abs == legacy || strings.HasPrefix(abs, legacy+"/") {
-		return "", fmt.Errorf("%w path %q: %s is where earlier versions kept the runtime's own state; use `runtimectl session history` and `snapshots`", ErrInvalid, p, legacy)
+		return "", advice.Errorf("%w path %q: %s is where earlier versions kept the runtime's own state; %s", ErrInvalid, p, legacy, advice.Words{Lib: "read it with Session.History and Session.Snapshots", CLI: "use `runtimectl session history` and `snapshots`"})
 	}
 	return abs, nil
 }
@@ -191,7 +192,7 @@ func (c *Client) ReadFile(ctx context.Context, name, path string, w io.Writer) (
 		return 0, err
 	}
 	if !st.Mode().IsRegular() {
-		return 0, fmt.Errorf("%w path %q: not a regular file (a folder or a link); copy it with `session cp`", ErrInvalid, path)
+		return 0, advice.Errorf("%w path %q: not a regular file (a folder or a link); copy it with %s", ErrInvalid, path, advice.Words{Lib: "CopyFrom", CLI: "`runtimectl session cp`"})
 	}
 	f, err := os.Open(tmp)
 	if err != nil {

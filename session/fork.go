@@ -17,6 +17,7 @@ import (
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/history"
+	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/internal/tarsafe"
 	"github.com/runtimectl/runtimectl/snapshot"
 )
@@ -94,7 +95,7 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 		m := &manifests[i]
 		if m.Broken != "" {
 			if m.ID == at {
-				return nil, fmt.Errorf("%w: snapshot %s of session %s is broken (%s); list them with `runtimectl session snapshots %s`", ErrInvalid, at, src, m.Broken, src)
+				return nil, advice.Errorf("%w: snapshot %s of session %s is broken (%s); %s", ErrInvalid, at, src, m.Broken, adviseSnapshots(src))
 			}
 			continue
 		}
@@ -103,7 +104,7 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 		}
 	}
 	if at != "" && chosen == nil {
-		return nil, fmt.Errorf("%w: session %s has no snapshot %q; list them with `runtimectl session snapshots %s`", ErrInvalid, src, at, src)
+		return nil, advice.Errorf("%w: session %s has no snapshot %q; %s", ErrInvalid, src, at, adviseSnapshots(src))
 	}
 	vol, err := c.vol.Inspect(ctx, src)
 	if err != nil {
@@ -258,7 +259,7 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 	}
 	for _, g := range o.Keep {
 		if _, err := path.Match(g, ""); err != nil {
-			return 0, fmt.Errorf("%w --keep %q: %v", ErrInvalid, g, err)
+			return 0, advice.Errorf("%w %s %q: %v", ErrInvalid, flag("keep glob", "--keep"), g, err)
 		}
 	}
 	ci, err := c.ensureContainer(ctx, name)
@@ -266,7 +267,7 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 		return 0, err
 	}
 	if ci.Running && !force {
-		return 0, fmt.Errorf("%w: %q; stop it first (`runtimectl session stop %s`) or use --force", ErrRunning, name, name)
+		return 0, advice.Errorf("%w: %q; %s", ErrRunning, name, adviseStopOrForce(name))
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return 0, fmt.Errorf("export to %s: %w; nothing was removed", o.Dir, err)
@@ -314,10 +315,10 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 			return n, fmt.Errorf("export to %s: %w; nothing was removed", o.Dir, err)
 		}
 		if len(unkept) > 0 {
-			return n, fmt.Errorf("export to %s: %s matches --keep but its data is another file's, which no --keep matches; nothing was removed: add a --keep for it", o.Dir, unkept[0])
+			return n, advice.Errorf("export to %s: %s matches a %s but its data is another file's, which none matches; nothing was removed: add a glob for it", o.Dir, unkept[0], flag("Keep glob", "--keep"))
 		}
 		if len(deep) > 0 && !o.SkipDeep {
-			return n, fmt.Errorf("export to %s: %w; nothing was removed: move them higher up, or give --skip-unreadable to export the rest", o.Dir, tarsafe.TooDeep(deep))
+			return n, advice.Errorf("export to %s: %w; nothing was removed: move them higher up, or %s to export the rest", o.Dir, tarsafe.TooDeep(deep), advice.Words{Lib: "set ExportOptions.SkipDeep", CLI: "give --skip-unreadable"})
 		}
 		for _, d := range deep {
 			if o.OnSkipped != nil {

@@ -34,7 +34,9 @@ type GCAction struct {
 	Session string `json:"session"`
 	Action  string `json:"action"` // "stop", "remove container", "report"
 	Reason  string `json:"reason"`
-	Done    bool   `json:"done"`
+	// Fix, on a report, is the runtimectl command that does what the reason asks.
+	Fix  string `json:"fix,omitempty"`
+	Done bool   `json:"done"`
 }
 
 // GC stops idle sessions and cleans up orphans.
@@ -79,11 +81,13 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 			// runtimectl's labels (the engine makes such a volume when one is removed under a
 			// container that is being created): those are reported for a person to decide.
 			if _, err := c.vol.Inspect(ctx, ci.Session); err == nil || !errors.Is(err, volumes.ErrNotFound) {
-				do(GCAction{Session: ci.Session, Action: "report", Reason: fmt.Sprintf("its volume %s is not labelled as runtimectl's (or could not be read: %v); its data may be there: look at it with `docker volume inspect %s` before removing anything", volumes.Name(ci.Session), err, volumes.Name(ci.Session))}, nil)
+				do(GCAction{Session: ci.Session, Action: "report", Reason: fmt.Sprintf("its volume %s is not labelled as runtimectl's (or could not be read: %v); its data may be there: look at it before removing anything", volumes.Name(ci.Session), err),
+					Fix: "docker volume inspect " + volumes.Name(ci.Session)}, nil)
 				continue
 			}
 			if ci.Running {
-				do(GCAction{Session: ci.Session, Action: "report", Reason: fmt.Sprintf("its volume (history and snapshots) is gone but it is running, with its state in memory; remove it with `runtimectl session rm --force %s` when it is no longer needed", ci.Session)}, nil)
+				do(GCAction{Session: ci.Session, Action: "report", Reason: "its volume (history and snapshots) is gone but it is running, with its state in memory; remove it when it is no longer needed",
+					Fix: "runtimectl session rm --force " + ci.Session}, nil)
 				continue
 			}
 			do(GCAction{Session: ci.Session, Action: "remove container", Reason: "its volume (history and snapshots) is gone"},
@@ -91,7 +95,7 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 			continue
 		}
 		if o.Orphans && ci.State == "dead" {
-			do(GCAction{Session: ci.Session, Action: "remove container", Reason: "the container is dead; its state stays on the volume and `session start` makes a new one"},
+			do(GCAction{Session: ci.Session, Action: "remove container", Reason: "the container is dead; its state stays on the volume and the next start makes a new one"},
 				func() error { return c.ctr.Remove(ctx, ci.Session, true) })
 			continue
 		}
@@ -121,7 +125,8 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 			}
 			st, err := decodeSettings(v.Settings)
 			if err != nil {
-				do(GCAction{Session: v.Session, Action: "report", Reason: fmt.Sprintf("volume %s has no container and unreadable settings (%v); remove it with `runtimectl volume rm %s`", v.Name, err, v.Name)}, nil)
+				do(GCAction{Session: v.Session, Action: "report", Reason: fmt.Sprintf("volume %s has no container and unreadable settings (%v); remove that volume", v.Name, err),
+					Fix: "runtimectl volume rm " + v.Name}, nil)
 				continue
 			}
 			if c.img == nil {

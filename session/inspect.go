@@ -3,12 +3,12 @@ package session
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/execproto"
+	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/volumes"
 )
 
@@ -118,7 +118,7 @@ func (c *Client) Stats(ctx context.Context, name string) (Stats, error) {
 		return Stats{}, err
 	}
 	if err != nil || !ci.Running {
-		return Stats{}, fmt.Errorf("%w: session %q is not running: nothing to measure; start it with `runtimectl session start %s`", ErrNotFound, name, name)
+		return Stats{}, advice.Errorf("%w: session %q is not running: nothing to measure; %s", ErrNotFound, name, adviseStart(name))
 	}
 	cs, err := c.ctr.Stats(ctx, name)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/volumes"
 )
 
@@ -193,7 +194,7 @@ func pipLines(code string) (string, []InstallOptions, error) {
 				o.TrustedHosts = append(o.TrustedHosts, v)
 			default:
 				if strings.HasPrefix(w, "-") {
-					return "", nil, fmt.Errorf("%w %s: runtimectl's installer does not take %s (it takes --index-url, --extra-index-url, --trusted-host, --no-deps; for a requirements file use `runtimectl session install NAME -r FILE`)", ErrInvalid, strings.TrimSpace(line), w)
+					return "", nil, advice.Errorf("%w %s: runtimectl's installer does not take %s (it takes --index-url, --extra-index-url, --trusted-host, --no-deps; for a requirements file %s)", ErrInvalid, strings.TrimSpace(line), w, advice.Words{Lib: "use Session.Install with Requirements", CLI: "use `runtimectl session install NAME -r FILE`"})
 				}
 				o.Packages = append(o.Packages, w)
 			}

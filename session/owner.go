@@ -3,9 +3,9 @@ package session
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/volumes"
 )
 
@@ -26,7 +26,7 @@ func (c *Client) RecordedSettings(ctx context.Context, name string) (Settings, e
 	}
 	vol, err := c.vol.Inspect(ctx, name)
 	if errors.Is(err, volumes.ErrNotFound) {
-		return Settings{}, fmt.Errorf("%w %q: start it with `runtimectl session start %s`", ErrNotFound, name, name)
+		return Settings{}, advice.Errorf("%w %q: %s", ErrNotFound, name, adviseStart(name))
 	}
 	if err != nil {
 		return Settings{}, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/volumes"
 )
 
@@ -29,7 +30,7 @@ func (c *Client) Prepare(ctx context.Context, spec Spec, volumeLabels map[string
 	}
 	switch err := c.exists(ctx, st.Session); {
 	case err == nil:
-		return containers.Spec{}, fmt.Errorf("%w: session %q exists already; pick another name or remove it with `runtimectl session rm --force %s`", ErrInvalid, st.Session, st.Session)
+		return containers.Spec{}, advice.Errorf("%w: session %q exists already; pick another name or %s", ErrInvalid, st.Session, adviseRemove(st.Session))
 	case !errors.Is(err, ErrNotFound):
 		return containers.Spec{}, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/history"
+	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
 // Result is the end of an execution: the fields of `runtimectl session exec --json`. It is the
@@ -279,7 +280,7 @@ func collect(buf *[]byte, w io.Writer, streamOnly bool) func([]byte) {
 // execution, the Result has status crashed; the next call brings the session back.
 func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result, error) {
 	if len(code) > MaxCode {
-		return nil, fmt.Errorf("%w code of %d bytes: the limit is %d MiB; copy it into the session as a file (`runtimectl session cp`) and run that", ErrInvalid, len(code), MaxCode>>20)
+		return nil, advice.Errorf("%w code of %d bytes: the limit is %d MiB; copy it into the session as a file (%s) and run that", ErrInvalid, len(code), MaxCode>>20, advice.Words{Lib: "Session.WriteFile", CLI: "`runtimectl session cp`"})
 	}
 	for _, kv := range o.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -329,7 +330,13 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 	wire, err := conn.Exec(ctx, req, h, detach)
 	if err != nil {
 		if noAnswer.Load() {
-			return nil, fmt.Errorf("%w within %s of the execution's timeout of %s, nor to a status request (is its container paused, or the engine stuck?); the code may still be running there: see `runtimectl session history %s`", ErrNoAnswer, time.Since(start).Round(time.Second)-o.Timeout, o.Timeout, s.name)
+			return nil, advice.Errorf("%w within %s of the execution's timeout of %s, nor to a status request (is its container paused, or the engine stuck?); the code may still be running there: %s", ErrNoAnswer, time.Since(start).Round(time.Second)-o.Timeout, o.Timeout, adviseHistory(s.name))
+		}
+		if errors.Is(err, ErrDiskCap) {
+			return nil, advice.Errorf("%w (%s)", err, advice.Words{
+				Lib: "ExecOptions.IgnoreDiskCap runs code that frees space; Session.ReadFile copies out what you need",
+				CLI: "`runtimectl session exec " + s.name + " --ignore-disk-cap CODE` runs code that frees space; `runtimectl session cp` copies out what you need",
+			})
 		}
 		if !errors.Is(err, execproto.ErrClosed) {
 			return nil, err

@@ -15,6 +15,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
 // ErrUnsafe is returned for an entry that would escape the destination.
@@ -100,7 +102,7 @@ func ExtractWith(r io.Reader, dst string, o Options) (n int, err error) {
 		h, err := tr.Next()
 		if err == io.EOF {
 			if len(deep) > 0 && !o.SkipDeep {
-				return x.files, fmt.Errorf("%w; move them higher up in the session, or give --skip-unreadable to copy the rest", TooDeep(deep))
+				return x.files, advice.Errorf("%w; move them higher up in the session, or %s to copy the rest", TooDeep(deep), advice.Words{Lib: "set CopyOptions.SkipDeep", CLI: "give --skip-unreadable"})
 			}
 			return x.files, recheckLinks(root, x.links)
 		}
@@ -136,7 +138,7 @@ func ExtractWith(r io.Reader, dst string, o Options) (n int, err error) {
 			}
 		case tar.TypeReg, tar.TypeRegA:
 			if budget > 0 && written+h.Size > budget {
-				return x.files, fmt.Errorf("%w: %s (%d bytes) after %d bytes would pass the budget of %d bytes; give a larger --max-size to copy it (nothing was kept)", ErrTooLarge, name, h.Size, written, budget)
+				return x.files, advice.Errorf("%w: %s (%d bytes) after %d bytes would pass the budget of %d bytes; give a larger %s to copy it (nothing was kept)", ErrTooLarge, name, h.Size, written, budget, advice.Words{Lib: "CopyOptions.MaxSize", CLI: "--max-size"})
 			}
 			if err := x.mkdirAll(path.Dir(name)); err != nil {
 				return x.files, err

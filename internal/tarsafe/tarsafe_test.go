@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
 type entry struct {
@@ -255,7 +257,8 @@ func TestExtractRefusesPastTheBudgetAndLeavesNothing(t *testing.T) {
 		entry{name: "out/deep/b.txt", body: "0123456789", typ: tar.TypeReg},
 	), dst, Options{MaxBytes: 15})
 	require.ErrorIs(t, err, ErrTooLarge)
-	assert.Contains(t, err.Error(), "--max-size")
+	assert.Contains(t, err.Error(), "CopyOptions.MaxSize")
+	assert.Contains(t, advice.CLI(err), "--max-size")
 	entries, err := os.ReadDir(dst)
 	require.NoError(t, err)
 	require.Len(t, entries, 1, "only what was there before")
