@@ -132,6 +132,29 @@ func TestRestoreThatKillsTheInterpreterFallsBackToAnOlderSnapshot(t *testing.T) 
 	}
 }
 
+// When no interpreter can start at all for a while (the pids limit still reached by a fork
+// bomb's last processes), the snapshot is not passed over: the state comes back once one can.
+func TestRestoreWaitsOutAContainerThatCannotStartAnInterpreter(t *testing.T) {
+	cfg := stubConfig(t)
+	s := startStub(t, cfg)
+	c := s.client(t)
+	execStub(t, c, "set good", 0)
+	good := drain(t, c).Snapshot
+
+	block := filepath.Join(cfg.Workdir, "no-start")
+	require.NoError(t, os.WriteFile(block, nil, 0o644))
+	go func() {
+		time.Sleep(2500 * time.Millisecond) // past several rounds of maxRestoreFailures
+		_ = os.Remove(block)
+	}()
+	r := execStub(t, c, "die", 0)
+	assert.Equal(t, execproto.StatusCrashed, r.Status)
+	require.NotNil(t, r.Restored)
+	assert.Equal(t, good, r.Restored.Snapshot, "the state came back: %v", r.Restored.Messages)
+	assert.NotContains(t, joinMessages(r.Restored.Messages), "empty state")
+	assert.Equal(t, "good", execStub(t, c, "get", 0).Stdout)
+}
+
 // When no snapshot can be loaded, the interpreter starts with an empty state and says so.
 func TestRestoreFallsBackToAnEmptyState(t *testing.T) {
 	s := startStub(t, stubConfig(t))

@@ -45,7 +45,8 @@ import (
 //
 // A state of "fail-snapshot" makes snapshots fail, "slow-snapshot" makes the driver hang in
 // its snapshot, "vars-hang" keeps it from answering a variables request; a snapshot holding
-// "crash-on-load" kills the driver when it is restored.
+// "crash-on-load" kills the driver when it is restored. A file ./no-start in its working
+// directory keeps every driver from starting (exit 11), as a pids limit still reached does.
 func TestMain(m *testing.M) {
 	if os.Getenv("STUB_KERNEL") == "1" {
 		stubKernel()
@@ -62,6 +63,9 @@ func stubKernel() {
 	emit := func(v map[string]any) {
 		b, _ := json.Marshal(v)
 		_, _ = events.Write(append(b, '\n'))
+	}
+	if _, err := os.Stat("no-start"); err == nil {
+		os.Exit(11)
 	}
 	state := ""
 	ready := map[string]any{"op": "ready", "pid": os.Getpid(), "restored": []string{}, "failed": []any{}}

@@ -77,6 +77,17 @@ func (a *Agent) bringUp(prefer string) (execproto.RestoreInfo, error) {
 			a.loadFailures[id]++
 			a.cfg.Logger.Error("start kernel from snapshot", "snapshot", id, "err", err)
 			if a.loadFailures[id] >= maxRestoreFailures {
+				// Is it the snapshot? An interpreter that cannot start with an empty state
+				// either fails for the container's reasons (the pids limit still reached by
+				// a fork bomb's last processes, no memory): the snapshot is kept, and the
+				// caller tries again later, rather than going on without the session's state.
+				ek, eerr := startKernel(a.cfg, nil, kernelReadyTimeout)
+				if eerr != nil {
+					a.loadFailures[id] = 0
+					f.Close()
+					return info, fmt.Errorf("the interpreter starts neither from snapshot %s (%v) nor with an empty state (%v); the snapshot is kept for the next try", id, err, eerr)
+				}
+				ek.kill()
 				info.Messages = append(info.Messages, fmt.Sprintf("the interpreter failed to start from snapshot %s %d times (%v); passed over", id, a.loadFailures[id], err))
 			}
 		}
