@@ -108,3 +108,18 @@ func TestCompareTargets(t *testing.T) {
 		t.Fatalf("table:\n%s", buf.String())
 	}
 }
+
+func TestBoundChecksTheFigureItself(t *testing.T) {
+	r := NewResults(Machine{})
+	r.Add("bash", Ms, "lower", "", 1.5, 2.5, 1.8)
+	r.Bound("bash", Target{"value", "<=", 2})
+	f := r.Get("bash")
+	if f.Met == nil || !*f.Met || f.Target != "value <= 2" {
+		t.Fatalf("met %v target %q, want met and value <= 2", f.Met, f.Target)
+	}
+	r.Add("slow", Ms, "lower", "", 3, 4)
+	r.Bound("slow", Target{"value", "<=", 2})
+	if f := r.Get("slow"); f.Met == nil || *f.Met {
+		t.Fatalf("slow: met %v, want missed", f.Met)
+	}
+}

@@ -57,7 +57,7 @@ type Comparison struct {
 
 // Target is a goal for one comparison.
 type Target struct {
-	Kind  string // "ratio" or "delta"
+	Kind  string // "ratio" or "delta" (with Compare), "value" (with Bound)
 	Op    string // "<=" or ">="
 	Value float64
 }
@@ -71,8 +71,8 @@ func (t Target) String() string {
 
 func (t Target) met(ratio, delta float64) bool {
 	v := ratio
-	if t.Kind == "delta" {
-		v = delta
+	if t.Kind == "delta" || t.Kind == "value" {
+		v = delta // Bound passes the value itself as the delta from 0
 	}
 	if t.Op == ">=" {
 		return v >= t.Value
@@ -146,6 +146,26 @@ func (r *Results) Compare(name, baseline string, t Target) {
 	f.ComparedWith, f.Target, f.Met = first.ComparedWith, first.Target, first.Met
 	ratio, delta := first.Ratio, first.Delta
 	f.Ratio, f.Delta = &ratio, &delta
+}
+
+// Bound checks figure name's p50 itself against target (Kind "value"), for a target that is a
+// figure rather than a comparison (bash's round trip ≤ 2 ms).
+func (r *Results) Bound(name string, t Target) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := r.byName[name]
+	if f == nil || f.N == 0 {
+		return
+	}
+	m := t.met(0, f.P50)
+	c := Comparison{ComparedWith: "(the figure itself)", Delta: f.P50, Target: t.String(), Met: &m}
+	f.Comparisons = append(f.Comparisons, c)
+	first := f.Comparisons[0]
+	f.ComparedWith, f.Target, f.Met = first.ComparedWith, first.Target, first.Met
+	if len(f.Comparisons) == 1 {
+		delta := f.P50
+		f.Ratio, f.Delta = nil, &delta
+	}
 }
 
 func (f *Figure) summarize() {
