@@ -373,7 +373,7 @@ func (c *Client) checkImage(ctx context.Context, st Settings) error {
 		if l, lerr := lang.Get(st.Lang); lerr == nil && st.Image == images.Ref(l) {
 			return advice.Errorf("%w: no image %s; %s", ErrNoImage, st.Image, advice.Words{Lib: "build it first (Client.Images().Build)", CLI: "build it with `runtimectl image build " + st.Lang + "`"})
 		}
-		return advice.Errorf("%w: no image %s; build it first%s", ErrNoImage, st.Image, advice.Words{Lib: "", CLI: " (see `runtimectl image build --help`)"})
+		return advice.Errorf("%w: no image %s; build it first (%s)", ErrNoImage, st.Image, advice.Words{Lib: "Client.Images().Build makes runtimectl's own images", CLI: "see `runtimectl image build --help`"})
 	case errors.Is(err, images.ErrNoAgent):
 		// A wrong --image is bad input (the CLI's exit 2) as well as no usable image.
 		return advice.Errorf("%w: %w: image %s does not carry the runtimectl agent; %s (or a Dockerfile FROM runtimectl/%s)", ErrInvalid, ErrNoImage, st.Image, advice.Words{Lib: "build one with Client.Images()", CLI: "use `runtimectl image build`"}, st.Lang)

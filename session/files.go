@@ -142,7 +142,7 @@ func (c *Client) CopyFromWith(ctx context.Context, name, src, dst string, o Copy
 	defer rc.Close()
 	_, err = tarsafe.ExtractWith(rc, dir, tarsafe.Options{Rename: rename, MaxBytes: o.MaxSize, Base: path.Dir(abs), SkipDeep: o.SkipDeep, OnDeep: o.OnSkipped})
 	if errors.Is(err, tarsafe.ErrTooLarge) {
-		return fmt.Errorf("%w copy of %s: %v", ErrInvalid, src, err)
+		return fmt.Errorf("%w copy of %s: %w", ErrInvalid, src, err)
 	}
 	return err
 }

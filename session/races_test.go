@@ -16,6 +16,7 @@ import (
 
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/images"
+	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/session"
@@ -159,7 +160,8 @@ func TestExecWithATimeoutEndsWhenTheContainerIsPaused(t *testing.T) {
 	select {
 	case err := <-done:
 		require.ErrorIs(t, err, session.ErrNoAnswer)
-		assert.Contains(t, err.Error(), "session history "+name)
+		assert.Contains(t, err.Error(), "Session.History")
+		assert.Contains(t, advice.CLI(err), "session history "+name)
 	case <-time.After(2 * time.Minute):
 		t.Fatal("Exec with a timeout waited on a paused container")
 	}
@@ -245,7 +247,8 @@ func TestHandleStopRemoveTerminateAndTypedErrors(t *testing.T) {
 	_, _, err = c.Start(ctx, session.Spec{Name: testenv.Name(t), Image: "runtimectl/python:no-such-tag"})
 	assert.ErrorIs(t, err, session.ErrNoImage)
 	assert.NotErrorIs(t, err, session.ErrInvalid)
-	assert.Contains(t, err.Error(), "image build")
+	assert.Contains(t, err.Error(), "build it first (Client.Images().Build")
+	assert.Contains(t, advice.CLI(err), "image build")
 }
 
 // An execution with a timeout that waits in the queue behind a long one is not given up on:
