@@ -162,7 +162,53 @@ func (r *Runner) CLIExec(ctx context.Context) error {
 		}
 		r.R.Add("cli_exec.docker_exec_python", Ms, "lower", "`docker exec C python3 -c 'x = 1'` as a whole command, C a running container of the python image", v)
 	}
-	r.R.Compare("cli_exec.runtimectl", "cli_exec.docker_exec_python", Target{"ratio", "<=", 1})
+	r.R.Compare("cli_exec.runtimectl", "cli_exec.docker_exec_python", Target{"ratio", "<=", 0.5})
+	return r.cliParts(ctx, name)
+}
+
+// cliParts measures what a `session exec` command is made of, each part by itself: the
+// process (start, flag parsing, exit: `session exec --help`), then in one process, as the
+// command does them, a new client's Open of the running session (the engine's version
+// negotiation, the container's inspect, the exec of the relay, its attach, the agent's hello),
+// the execution, and the Close.
+func (r *Runner) cliParts(ctx context.Context, name string) error {
+	help := []string{r.Runtimectl, "session", "exec", "--help"}
+	open := func() (*session.Client, *session.Session, float64, error) {
+		t := time.Now()
+		c, err := session.New()
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		s, _, err := c.Open(ctx, name)
+		if err != nil {
+			c.Close()
+			return nil, nil, 0, err
+		}
+		return c, s, ms(time.Since(t)), nil
+	}
+	for i, n := 0, r.n(30, 5); i < n; i++ {
+		d, err := timeCommand(ctx, help)
+		if err != nil {
+			return err
+		}
+		r.R.Add("cli_parts.process", Ms, "lower", "informational: `runtimectl session exec --help` as a whole command: the process's start (the binary's pages, package init), its flags and its exit, no engine", ms(d))
+		c, s, v, err := open()
+		if err != nil {
+			return err
+		}
+		r.R.Add("cli_parts.open", Ms, "lower", "informational: in-process, session.New and Open of a running session: API version negotiation, container inspect, exec create and attach of the relay, the agent's hello", v)
+		t := time.Now()
+		if _, err := execOK(ctx, s, "x = 1", session.ExecOptions{}); err != nil {
+			s.Close()
+			c.Close()
+			return err
+		}
+		r.R.Add("cli_parts.exec", Ms, "lower", "informational: in-process, the execution of `x = 1` on that fresh connection", ms(time.Since(t)))
+		t = time.Now()
+		s.Close()
+		c.Close()
+		r.R.Add("cli_parts.close", Ms, "lower", "informational: in-process, closing the connection and the client", ms(time.Since(t)))
+	}
 	return nil
 }
 
