@@ -206,6 +206,11 @@ __rt_parse() {
 	return 0
 }
 
+# __rt_re_exec: an exec request as the agent sends it when it has no other fields (Go's
+# encoding/json: keys in order, no spaces), the code in group 1 as JSON escapes it. One regex
+# match instead of __rt_parse's pass in bash over the line.
+__rt_re_exec='^\{"code":"(([^"\\]|\\.)*)","id":"([^"\\]*)","nonce":"([0-9a-f]*)","op":"exec","seq":([0-9]+)\}$'
+
 # __rt_emit LINE: one event on fd 4, one write.
 __rt_emit() {
 	printf '%s\n' "$1" >&4
@@ -399,9 +404,9 @@ __rt_state() {
 		fi
 		[[ $__rt_l == "declare -"* ]] || continue
 		__rt_n=${__rt_l#declare -* }
+		[[ $__rt_n == __rt_* ]] && continue # (first: the driver's own values are long)
 		__rt_n=${__rt_n%%=*}
-		[[ -n ${__rt_skip[$__rt_n]-} || $__rt_n == __rt_* || $__rt_n == BASH_* || $__rt_n == COMP_* ||
-			$__rt_n == RUNTIMECTL_* ]] && continue
+		[[ -n ${__rt_skip[$__rt_n]-} || $__rt_n == BASH_* || $__rt_n == COMP_* || $__rt_n == RUNTIMECTL_* ]] && continue
 		__rt_seen[$__rt_n]=1
 		[[ -n ${__rt_basen[$__rt_n]-} ]] && __rt_nb+=1
 		__rt_vars+=$__rt_l$'\n'
@@ -613,7 +618,19 @@ __rt_next() {
 			[[ -n $__rt_line ]] || exit 0
 		fi
 		[[ $__rt_line == *[![:space:]]* ]] || continue
-		if ! __rt_parse "$__rt_line"; then
+		if [[ $__rt_line =~ $__rt_re_exec ]]; then
+			# the agent's usual exec request, parsed by one regex (see __rt_re_exec)
+			__rt_req=([op]=exec [id]="${BASH_REMATCH[3]}" [nonce]="${BASH_REMATCH[4]}" [seq]="${BASH_REMATCH[5]}")
+			__rt_s=${BASH_REMATCH[1]}
+			if [[ $__rt_s == *"\\"* ]]; then
+				__rt_s=${__rt_s//"\\\\"/$'\xfe'}
+				__rt_s=${__rt_s//"\\\""/$'\xff'}
+				__rt_jdecode "$__rt_s"
+				__rt_s=$__rt_v
+			fi
+			__rt_req[code]=$__rt_s
+			__rt_s=
+		elif ! __rt_parse "$__rt_line"; then
 			__rt_jstr "malformed request: ${__rt_line:0:200}"
 			__rt_emit "{\"op\":\"error\",\"id\":\"\",\"error\":$__rt_j}"
 			continue

@@ -313,6 +313,18 @@ class KernelTest(unittest.TestCase):
         out, _, _ = self.ok("v='😀é'; echo ${#v}; printf '%s' \"$v\" | od -An -tx1 | tr -d ' \\n'; echo")
         self.assertEqual(out, "2\nf09f9880c3a9\n")
 
+    def test_exec_request_in_another_form(self):
+        # keys in another order, spaces: not the agent's usual form, parsed by __rt_parse
+        nonce = secrets.token_hex(16)
+        line = '{ "op": "exec", "nonce": "%s", "seq": 1, "id": "p1", "code": "printf \'%%s|\' \\"a\\\\b\\" \\u00e9; echo" }\n' % nonce
+        self.k.send_raw(line.encode())
+        out = self.k.out.take_until(nonce.encode())
+        self.k.err.take_until(nonce.encode())
+        done = self.k.event()
+        self.assertEqual(done["status"], "ok", done)
+        self.assertEqual(done["id"], "p1")
+        self.assertEqual(out.decode(), "a\\b|\u00e9|\n")
+
     def test_unicode_escapes_decoded(self):
         # hand-written JSON: lower/upper-case hex, a pair, a lone surrogate, escaped slash
         nonce = secrets.token_hex(16)
