@@ -7,7 +7,7 @@ BASE ?= debian:bookworm-slim
 DEMO ?= demo
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: help build agent base-image images demo test test-short test-python fuzz soak bench lint fmt tidy-check clean kube-up kube-down
+.PHONY: help build agent base-image images demo test test-short test-python test-kernels fuzz soak bench lint fmt tidy-check clean kube-up kube-down
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -33,7 +33,13 @@ test: images ## lint, then every test, unit and integration (needs Docker; build
 	$(MAKE) lint
 	$(GO) test -count=1 -timeout 40m ./...
 	$(MAKE) fuzz FUZZTIME=30000x
+	$(MAKE) test-kernels
 	$(MAKE) test-python
+
+test-kernels: ## the interpreter drivers' own tests, each speaking the kernel protocol to its driver (bash with the host's bash 5, python and node in containers of their images' packages)
+	python3 kernels/bash/test_kernel.py
+	sh kernels/python/run_tests.sh
+	sh kernels/node/run_tests.sh
 
 test-python: images ## the Python client's tests (pytest) against a real `runtimectl serve`; installs Debian's python3-pytest when missing
 	bash scripts/pytest.sh
