@@ -36,8 +36,10 @@ type Config struct {
 	// Settings is the session's settings document as the controller passed it; the agent keeps
 	// it in StateDir/session.json.
 	Settings []byte
-	Version  string
-	Logger   *slog.Logger
+	// Preload is code the interpreter runs at each start, before the restore (contract.Settings).
+	Preload string
+	Version string
+	Logger  *slog.Logger
 }
 
 func (c *Config) setDefaults() {

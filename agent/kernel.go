@@ -200,13 +200,17 @@ func kernelEnv(cfg Config) []string {
 		}
 		env = append(env, kv)
 	}
-	return append(env,
+	env = append(env,
 		"HOME="+cfg.Workdir,
 		"USER=user",
 		"RUNTIMECTL_LANG="+cfg.Lang.Name,
 		"RUNTIMECTL_OUTPUTS="+cfg.Workdir+"/outputs",
 		"RUNTIMECTL_SESSION="+cfg.Session,
 	)
+	if cfg.Preload != "" {
+		env = append(env, "RUNTIMECTL_PRELOAD="+cfg.Preload) // the driver takes it out of its environment
+	}
+	return env
 }
 
 func (k *kernel) readEvents(r *os.File) {

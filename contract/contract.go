@@ -167,6 +167,11 @@ type Settings struct {
 	// Owner names who made the session through `runtimectl serve` (its token's name); "" for
 	// sessions made otherwise. The server shows a session only to its owner and to admins.
 	Owner string `json:"owner,omitempty"`
+	// Preload is Python code the interpreter runs at each start, before the session's state is
+	// restored, in a namespace of its own (its names are not the session's; the modules it
+	// imports are loaded): what a warm pool's members were started with (`runtimectl pool set
+	// --preload`). Python sessions only.
+	Preload string `json:"preload,omitempty"`
 	// Read by the agent only, for tests and tuning; zero values take the agent's defaults.
 	GraceMs         int64 `json:"grace_ms,omitempty"`
 	SnapshotBudgetS int64 `json:"snapshot_budget_s,omitempty"`

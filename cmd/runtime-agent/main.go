@@ -91,6 +91,7 @@ func serve(args []string) int {
 		KeepSnapshots:  st.KeepSnapshots,
 		SnapshotBudget: time.Duration(st.SnapshotBudgetS) * time.Second,
 		Settings:       raw,
+		Preload:        st.Preload,
 		Version:        version,
 		Logger:         logger,
 	}

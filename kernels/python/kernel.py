@@ -613,9 +613,26 @@ class Kernel:
             if done:
                 self.children.discard(pid)
 
+    def preload(self, code):
+        """Runs the session's preload code (a warm pool's: imports, mostly) in a namespace of
+        its own, before the restore: the modules it loads are in sys.modules, its names are not
+        the session's. Its output is dropped, and an error in it only ends it."""
+        if not code:
+            return
+        out, err = sys.stdout, sys.stderr
+        try:
+            with open(os.devnull, "w") as null:
+                sys.stdout = sys.stderr = null
+                exec(compile(code, "<preload>", "exec"), {"__name__": "__preload__"})
+        except BaseException:  # noqa: BLE001 - a failed preload leaves a usable interpreter
+            pass
+        finally:
+            sys.stdout, sys.stderr = out, err
+
     # ----------------------------------------------------------------- main loop
     def serve(self):
         restored, failed = [], []
+        self.preload(os.environ.pop("RUNTIMECTL_PRELOAD", ""))
         rfd = os.environ.pop("RUNTIMECTL_RESTORE_FD", None)
         if rfd:
             restored, failed = self.restore(rfd)

@@ -317,6 +317,27 @@ class KernelTestCase(unittest.TestCase):
         self.k.close()
 
 
+class TestPreload(unittest.TestCase):
+    def test_preload_loads_modules_not_names(self):
+        k = Kernel(env={"RUNTIMECTL_PRELOAD": "import json, decimal as dec\nprint('hidden')\nwarm = 1"})
+        try:
+            done, out, err = k.exec("import sys\n('json' in sys.modules, 'decimal' in sys.modules, 'warm' in dir(), 'dec' in dir())")
+            self.assertEqual(done["result"], "(True, True, False, False)")
+            self.assertEqual(out, "", "the preload's output is dropped")
+            done, out, _ = k.exec("import os; os.environ.get('RUNTIMECTL_PRELOAD')")
+            self.assertIsNone(done["result"], "the code does not see the preload in its environment")
+        finally:
+            k.close()
+
+    def test_a_failing_preload_leaves_a_usable_interpreter(self):
+        k = Kernel(env={"RUNTIMECTL_PRELOAD": "import no_such_module_here"})
+        try:
+            done, _, _ = k.exec("1 + 1")
+            self.assertEqual(done["result"], "2")
+        finally:
+            k.close()
+
+
 class TestBasics(KernelTestCase):
     def test_ready(self):
         r = self.k.ready
