@@ -32,6 +32,9 @@ func Dial(host string) (*client.Client, error) {
 // ErrNotFound is returned when a container does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrConflict is a name another container has.
+var ErrConflict = errors.New("the name is in use")
+
 // ErrBeingCreated is a container whose name another process took at the same moment and that
 // is not there (yet, or any more): the session is that process's to make.
 var ErrBeingCreated = errors.New("the container is being created by another process")

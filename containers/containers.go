@@ -27,6 +27,7 @@ type API interface {
 	ContainerKill(ctx context.Context, containerID, signal string) error
 	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
 	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
+	ContainerRename(ctx context.Context, containerID, newContainerName string) error
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
 	ContainerExecCreate(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error)
 	ContainerExecAttach(ctx context.Context, execID string, options container.ExecAttachOptions) (types.HijackedResponse, error)
@@ -322,7 +323,7 @@ func fromInspect(r container.InspectResponse) Info {
 	info := Info{ID: r.ID, Name: trimSlash(r.Name), StateMounted: stateMounted(r.Mounts)}
 	if r.Config != nil {
 		info.Labels = r.Config.Labels
-		info.Session = r.Config.Labels[LabelSession]
+		info.Session = sessionOf(info.Name, r.Config.Labels)
 		info.Lang = r.Config.Labels[LabelLang]
 		info.Image = r.Config.Image
 	}
@@ -335,6 +336,30 @@ func fromInspect(r container.InspectResponse) Info {
 	}
 	info.Created, _ = time.Parse(time.RFC3339Nano, r.Created)
 	return info
+}
+
+// sessionOf is the session a container is: its name less Prefix, which a warm pool's claim
+// changes (Rename), for a container named so; else its session label (one named by another
+// tool, testcontainers-go's say).
+func sessionOf(name string, labels map[string]string) string {
+	if s, ok := strings.CutPrefix(name, Prefix); ok && s != "" {
+		return s
+	}
+	return labels[LabelSession]
+}
+
+// Rename renames the session's container to be session to's, atomically: of two renames of one
+// container, one fails (ErrNotFound: it is not there under its old name any more), and so does
+// a rename to a name taken (ErrConflict). What warm pools claim their members with.
+func (m *Manager) Rename(ctx context.Context, from, to string) error {
+	err := m.api.ContainerRename(ctx, Name(from), Name(to))
+	if err == nil {
+		return nil
+	}
+	if IsConflict(err) {
+		return fmt.Errorf("%w: %v", ErrConflict, err)
+	}
+	return m.classify(err)
 }
 
 func trimSlash(s string) string {
@@ -357,7 +382,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 			name = trimSlash(c.Names[0])
 		}
 		out = append(out, Info{
-			ID: c.ID, Name: name, Session: c.Labels[LabelSession], Lang: c.Labels[LabelLang], Image: c.Image,
+			ID: c.ID, Name: name, Session: sessionOf(name, c.Labels), Lang: c.Labels[LabelLang], Image: c.Image,
 			State: string(c.State), Running: c.State == "running", Created: time.Unix(c.Created, 0), Labels: c.Labels,
 			StateMounted: stateMounted(c.Mounts),
 		})

@@ -11,11 +11,21 @@ const (
 	LabelHash     = "io.runtimectl.content-hash"
 	LabelOwner    = "io.runtimectl.owner" // on containers made through `runtimectl serve`: the token's name
 	LabelRole     = "io.runtimectl.role"  // on volumes: RoleState for a session's state volume (none on its workspace volume)
-	Schema        = "1"
+	// LabelPool names the warm pool of a pool member's container and volumes, and of a pool's
+	// own volume (RolePool), whose LabelPoolConfig holds its settings.
+	LabelPool       = "io.runtimectl.pool"
+	LabelPoolConfig = "io.runtimectl.pool-config"
+	// LabelBacking is on both volumes of a session claimed from a pool: the names of the pool
+	// member's workspace and state volumes (comma-separated), whose data they bind.
+	LabelBacking = "io.runtimectl.backing"
+	Schema       = "1"
 )
 
 // Prefix is the prefix of container and volume names: runtimectl-NAME.
 const Prefix = "runtimectl-"
 
-// RoleState is the LabelRole of a session's state volume.
-const RoleState = "state"
+// RoleState is the LabelRole of a session's state volume; RolePool of a warm pool's own volume.
+const (
+	RoleState = "state"
+	RolePool  = "pool"
+)

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/containerd/errdefs"
@@ -47,6 +48,12 @@ type Volume struct {
 	Settings string    `json:"-"`
 	Created  time.Time `json:"created"`
 	Size     int64     `json:"size_bytes"` // both volumes of the session; -1 when unknown
+	// Mountpoint is where the engine keeps the workspace volume's data (on its host).
+	Mountpoint string `json:"-"`
+	// Pool names the warm pool of a pool member's volume; Backing, for a session claimed from
+	// a pool, the member's volumes whose data its own bind.
+	Pool    string   `json:"-"`
+	Backing []string `json:"-"`
 }
 
 // Manager manages session volumes.
@@ -54,6 +61,10 @@ type Manager struct{ api API }
 
 // New returns a Manager.
 func New(api API) *Manager { return &Manager{api: api} }
+
+// API returns the engine's volume API the manager uses, for the session package's own volumes
+// (a warm pool's).
+func (m *Manager) API() API { return m.api }
 
 // Name returns the name of a session's workspace volume.
 func Name(session string) string { return containers.Prefix + session }
@@ -172,7 +183,10 @@ func (m *Manager) Inspect(ctx context.Context, session string) (Volume, error) {
 
 func from(v volume.Volume) Volume {
 	out := Volume{Name: v.Name, Session: v.Labels[containers.LabelSession], Lang: v.Labels[containers.LabelLang],
-		Settings: v.Labels[containers.LabelSettings], Size: -1}
+		Settings: v.Labels[containers.LabelSettings], Size: -1, Mountpoint: v.Mountpoint, Pool: v.Labels[containers.LabelPool]}
+	if b := v.Labels[containers.LabelBacking]; b != "" {
+		out.Backing = strings.Split(b, ",")
+	}
 	out.Created, _ = time.Parse(time.RFC3339, v.CreatedAt)
 	if v.UsageData != nil && v.UsageData.Size >= 0 {
 		out.Size = v.UsageData.Size
@@ -198,12 +212,53 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 }
 
 // RemoveSession removes the session's volumes: the workspace volume first (refused while a
-// container uses it), then the state volume.
+// container uses it), then the state volume; for a session claimed from a pool, then the pool
+// member's volumes that held their data.
 func (m *Manager) RemoveSession(ctx context.Context, session string) error {
+	var backing []string
+	if v, err := m.api.VolumeInspect(ctx, Name(session)); err == nil {
+		backing = from(v).Backing
+	}
 	if err := m.remove(ctx, Name(session)); err != nil {
 		return err
 	}
-	return m.remove(ctx, StateName(session))
+	if err := m.remove(ctx, StateName(session)); err != nil {
+		return err
+	}
+	for _, b := range backing {
+		if err := m.remove(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CreateBound creates the volumes of session, a claim of pool member's: the same labels as
+// Create's, their data the member's volumes' own (a bind of the engine's directories for them,
+// which the claimed container mounts already), so that the session is found, listed,
+// recreated and removed by its name like any other. The member's volumes go with it
+// (RemoveSession).
+func (m *Manager) CreateBound(ctx context.Context, session, lang, settings, member string) (Volume, error) {
+	bind := func(name string) (map[string]string, error) {
+		v, err := m.api.VolumeInspect(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("inspect pool volume %s: %w", name, err)
+		}
+		if v.Driver != "local" || v.Mountpoint == "" || len(v.Options) > 0 {
+			return nil, fmt.Errorf("pool volume %s: driver %s with options %v cannot be bound", name, v.Driver, v.Options)
+		}
+		return map[string]string{"type": "none", "o": "bind", "device": v.Mountpoint}, nil
+	}
+	wsOpts, err := bind(Name(member))
+	if err != nil {
+		return Volume{}, err
+	}
+	stOpts, err := bind(StateName(member))
+	if err != nil {
+		return Volume{}, err
+	}
+	labels := map[string]string{containers.LabelBacking: Name(member) + "," + StateName(member)}
+	return m.Create(ctx, session, lang, settings, WithDriverOpts(wsOpts), WithStateDriverOpts(stOpts), WithLabels(labels))
 }
 
 // RemoveState removes the session's state volume alone (undoing a migration that failed).
