@@ -22,9 +22,12 @@ import (
 // snapshot store. One goroutine (run) owns the kernel and everything about it; connections only
 // enqueue jobs and read results.
 type Agent struct {
-	cfg   Config
-	log   *history.Log
-	store *snapshot.Store
+	cfg Config
+	// claimedAs is the session a warm pool's member became (OpClaim): the name it gives from
+	// then on; nil for a session made as itself.
+	claimedAs atomic.Pointer[string]
+	log       *history.Log
+	store     *snapshot.Store
 
 	jobs   chan *job
 	queued chan struct{} // one token per job waiting, to bound the queue
@@ -187,7 +190,7 @@ func (a *Agent) Hello() execproto.Hello {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	r := a.restore
-	return execproto.Hello{Agent: a.cfg.Version, Lang: a.cfg.Lang.Name, Session: a.cfg.Session, Restore: &r}
+	return execproto.Hello{Agent: a.cfg.Version, Lang: a.cfg.Lang.Name, Session: a.sessionName(), Restore: &r}
 }
 
 // Status reports the agent's state without waiting for the kernel.
@@ -294,4 +297,19 @@ func writeFileAtomic(path string, data []byte) error {
 		d.Close()
 	}
 	return nil
+}
+
+// sessionName is the session the agent serves: its settings', or the one a claim made it.
+func (a *Agent) sessionName() string {
+	if n := a.claimedAs.Load(); n != nil {
+		return *n
+	}
+	return a.cfg.Session
+}
+
+// kernelConfig is the configuration an interpreter starts with, named as the session is now.
+func (a *Agent) kernelConfig() Config {
+	cfg := a.cfg
+	cfg.Session = a.sessionName()
+	return cfg
 }

@@ -97,7 +97,7 @@ func (a *Agent) startExec(ctx context.Context, j *job) *execution {
 	x.capErr = newCapture(nonce, x.errs.lim.write)
 	x.k.stdout.set(x.capOut)
 	x.k.stderr.set(x.capErr)
-	x.res = &execproto.Result{Session: a.cfg.Session, Seq: x.seq, Outputs: []execproto.Output{}}
+	x.res = &execproto.Result{Session: a.sessionName(), Seq: x.seq, Outputs: []execproto.Output{}}
 
 	if j.req.TimeoutMs > 0 {
 		x.timer = time.NewTimer(time.Duration(j.req.TimeoutMs) * time.Millisecond)

@@ -176,3 +176,19 @@ func TestRestoreFallsBackToAnEmptyState(t *testing.T) {
 	s = restart(t, s)
 	assert.Equal(t, "again", execStub(t, s.client(t), "get", 0).Stdout)
 }
+
+// A warm pool's member is claimed once: the first claim takes it and renames the session its
+// agent serves, every later one (on any connection) is refused.
+func TestClaimTakesAMemberOnce(t *testing.T) {
+	s := startStub(t, stubConfig(t))
+	c := s.client(t)
+	assert.Equal(t, "stub", c.Hello().Session)
+	require.NoError(t, c.Call(testCtx(t, 10*time.Second), execproto.Request{Op: execproto.OpClaim, Name: "mine"}, nil))
+	err := s.client(t).Call(testCtx(t, 10*time.Second), execproto.Request{Op: execproto.OpClaim, Name: "theirs"}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "another start's")
+	assert.Equal(t, "mine", s.client(t).Hello().Session, "the agent serves the session it became")
+	assert.Equal(t, "mine", execStub(t, c, "set x", 0).Session)
+	err = s.client(t).Call(testCtx(t, 10*time.Second), execproto.Request{Op: execproto.OpClaim}, nil)
+	assert.Error(t, err, "a claim names its session")
+}

@@ -79,6 +79,12 @@ func (a *Agent) serveConn(c io.ReadWriteCloser) {
 				_ = sc.SendJSON(execproto.TypeReply, f.ID, a.Status())
 			case execproto.OpFiles:
 				_ = sc.SendJSON(execproto.TypeReply, f.ID, listFiles(a.cfg.Workdir, a.cfg.StateDir, 200))
+			case execproto.OpClaim:
+				if req.Name == "" || !a.claimedAs.CompareAndSwap(nil, &req.Name) {
+					_ = sc.SendError(f.ID, "claimed", "this pool member is another start's, or has no name to take")
+				} else {
+					_ = sc.SendJSON(execproto.TypeReply, f.ID, execproto.ClaimReply{Claimed: true})
+				}
 			case execproto.OpInterrupt:
 				ok := a.Interrupt()
 				_ = sc.SendJSON(execproto.TypeReply, f.ID, map[string]bool{"interrupted": ok})

@@ -68,7 +68,7 @@ func (a *Agent) bringUp(prefer string) (execproto.RestoreInfo, error) {
 			if _, err := f.Seek(0, 0); err != nil {
 				break
 			}
-			k, err := startKernel(a.cfg, f, kernelReadyTimeout)
+			k, err := startKernel(a.kernelConfig(), f, kernelReadyTimeout)
 			if err == nil {
 				f.Close()
 				a.install(k, &m, &info)
@@ -81,7 +81,7 @@ func (a *Agent) bringUp(prefer string) (execproto.RestoreInfo, error) {
 				// either fails for the container's reasons (the pids limit still reached by
 				// a fork bomb's last processes, no memory): the snapshot is kept, and the
 				// caller tries again later, rather than going on without the session's state.
-				ek, eerr := startKernel(a.cfg, nil, kernelReadyTimeout)
+				ek, eerr := startKernel(a.kernelConfig(), nil, kernelReadyTimeout)
 				if eerr != nil {
 					a.loadFailures[id] = 0
 					f.Close()
@@ -96,7 +96,7 @@ func (a *Agent) bringUp(prefer string) (execproto.RestoreInfo, error) {
 	if tried || len(info.Messages) > 0 {
 		info.Messages = append(info.Messages, "no usable snapshot; starting with an empty state")
 	}
-	k, err := startKernel(a.cfg, nil, kernelReadyTimeout)
+	k, err := startKernel(a.kernelConfig(), nil, kernelReadyTimeout)
 	if err != nil {
 		return info, err
 	}

@@ -16,6 +16,10 @@ const (
 	OpVars      = "vars"      // Reply VarsReply
 	OpInterrupt = "interrupt" // interrupt whatever runs now (from another connection); Reply Status
 	OpFiles     = "files"     // list the workspace's files, newest first; Reply FilesReply
+	// OpClaim makes a warm pool's member the session Name: answered once (Reply ClaimReply);
+	// every other claim, from then on, is refused with code "claimed". What keeps two starts
+	// from taking one member.
+	OpClaim = "claim"
 )
 
 // Statuses of an execution (defined once, in package contract).
@@ -86,6 +90,13 @@ type Request struct {
 	Snapshot string `json:"snapshot,omitempty"`
 	// Snapshot
 	Note string `json:"note,omitempty"`
+	// Claim: the session the member becomes
+	Name string `json:"name,omitempty"`
+}
+
+// ClaimReply answers the claim that took a pool member.
+type ClaimReply struct {
+	Claimed bool `json:"claimed"`
 }
 
 // Result is the end of an execution: the same fields as `runtimectl session exec --json`.
