@@ -49,6 +49,9 @@ type Factory struct {
 	Backend    string
 	Kubeconfig string
 	Namespace  string
+	// Serving is set by `serve`: its client refills the warm pools it takes from itself; every
+	// other command's process ends too soon for that, and starts `pool fill` detached instead.
+	Serving bool
 
 	once   sync.Once
 	client *session.Client
@@ -72,7 +75,11 @@ func (f *Factory) Client() (*session.Client, error) {
 		logger := slog.New(slog.NewTextHandler(f.IO.Err, &slog.HandlerOptions{Level: level}))
 		switch f.backend() {
 		case backend.Docker:
-			f.client, f.err = session.New(session.WithHost(f.Host), session.WithLogger(logger))
+			opts := []session.Option{session.WithHost(f.Host), session.WithLogger(logger)}
+			if !f.Serving {
+				opts = append(opts, session.WithoutPoolRefill())
+			}
+			f.client, f.err = session.New(opts...)
 		case backend.Kubernetes:
 			var b *kube.Backend
 			b, f.err = kube.New(kube.Config{Kubeconfig: f.Kubeconfig, Namespace: f.Namespace, Options: kubeOptions(), Logger: logger})
@@ -206,7 +213,7 @@ being stopped, killed or replaced.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v; see `%s --help`", err, c.CommandPath())
 	})
-	root.AddCommand(newCmdSession(f), newCmdImage(f), newCmdVolume(f), newCmdVersion(f))
+	root.AddCommand(newCmdSession(f), newCmdImage(f), newCmdVolume(f), newCmdPool(f), newCmdVersion(f))
 	root.AddCommand(newCmdDoctor(f), newCmdCompletion(f), newCmdServe(f), newCmdKube(f))
 	return root
 }

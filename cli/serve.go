@@ -134,6 +134,7 @@ func serveRun(ctx context.Context, o *ServeOptions) error {
 			_ = os.Remove(addr) // a socket left by a server that ended
 		}
 	}
+	o.F.Serving = true
 	cl, err := o.F.Client()
 	if err != nil {
 		return err

@@ -112,6 +112,9 @@ func startRun(ctx context.Context, o *StartOptions) error {
 	if info.Started || info.Recreate {
 		fmt.Fprintln(o.F.IO.Err, "runtimectl: "+session.DescribeRestore(s.Name(), s.Restored()))
 	}
+	if info.Pool != "" {
+		o.F.refillDetached(info.Pool)
+	}
 	fmt.Fprintln(o.F.IO.Out, s.Name())
 	return nil
 }

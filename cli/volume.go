@@ -92,8 +92,14 @@ func newCmdVolumePrune(f *Factory) *cobra.Command {
 			for _, ci := range ctrs {
 				has[ci.Session] = true
 			}
+			backing := map[string]bool{} // a warm pool member's volumes, now a claimed session's data
 			for _, v := range vols {
-				if has[v.Session] {
+				for _, b := range v.Backing {
+					backing[b] = true
+				}
+			}
+			for _, v := range vols {
+				if has[v.Session] || backing[v.Name] {
 					continue
 				}
 				if !dryRun {

@@ -388,6 +388,14 @@ func (s *Server) Sweep(ctx context.Context) {
 			}
 			continue
 		}
+		// The warm pools: members past their TTL made again, the ones starts took made anew.
+		if ps, err := s.cfg.Client.Pools(ctx); err == nil {
+			for _, p := range ps {
+				if _, _, err := s.cfg.Client.FillPool(ctx, p.Name); err != nil && ctx.Err() == nil {
+					s.log.Warn("sweep: fill pool", "pool", p.Name, "err", err)
+				}
+			}
+		}
 		for _, a := range acts {
 			s.log.Info("sweep", "session", a.Session, "action", a.Action, "done", a.Done, "reason", a.Reason, "fix", a.Fix)
 		}

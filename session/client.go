@@ -32,12 +32,18 @@ type Client struct {
 	host    string
 	// callTimeout bounds short Docker API calls; streams live as long as the caller's context.
 	callTimeout time.Duration
+	pools       pools
 }
 
 type options struct {
-	host   string
-	logger *slog.Logger
+	host     string
+	logger   *slog.Logger
+	noRefill bool
 }
+
+// WithoutPoolRefill keeps Start from refilling in the background a warm pool it took a member
+// from: for a process that ends right after its call (the CLI starts a refill of its own).
+func WithoutPoolRefill() Option { return func(o *options) { o.noRefill = true } }
 
 // Option configures a Client.
 type Option func(*options)
@@ -60,7 +66,7 @@ func New(opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	ctr, vol := containers.New(cli), volumes.New(cli)
-	return &Client{
+	c := &Client{
 		ctr:         ctr,
 		img:         images.New(cli, runtimectl.Assets),
 		vol:         vol,
@@ -71,7 +77,9 @@ func New(opts ...Option) (*Client, error) {
 		logger:      o.logger,
 		host:        o.host,
 		callTimeout: 30 * time.Second,
-	}, nil
+	}
+	c.pools.refill = !o.noRefill
+	return c, nil
 }
 
 // NewWithBackend returns a Client on another engine than Docker (see Runtimes and Storage; the
@@ -238,6 +246,7 @@ func containerSpec(st Settings) containers.Spec {
 // StartInfo says what Start did.
 type StartInfo struct {
 	Created  bool // a new session
+	Pool     string // the warm pool a new session was taken from (see SetPool); "": none
 	Started  bool // the container was not running and was started (state restored)
 	Recreate bool // the container was missing and was made again from the volume's settings
 }
@@ -288,6 +297,10 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 			}
 			if err := c.checkImage(ctx, st); err != nil {
 				return nil, info, err
+			}
+			if s, pool := c.claim(ctx, spec, st); s != nil {
+				info.Created, info.Pool = true, pool
+				return s, info, nil
 			}
 			if err := c.createVolumes(ctx, st, volumes.WithDriverOpts(spec.VolumeOpts), volumes.WithStateDriverOpts(spec.StateVolumeOpts)); err != nil {
 				return nil, info, err

@@ -49,10 +49,6 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 	if err != nil {
 		return nil, err
 	}
-	volBySession := map[string]volumes.Volume{}
-	for _, v := range vols {
-		volBySession[v.Session] = v
-	}
 	var acts []GCAction
 	do := func(a GCAction, f func() error) {
 		if !o.DryRun && f != nil {
@@ -63,6 +59,11 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 			}
 		}
 		acts = append(acts, a)
+	}
+	ctrs, vols = c.gcPools(ctx, o, ctrs, vols, do)
+	volBySession := map[string]volumes.Volume{}
+	for _, v := range vols {
+		volBySession[v.Session] = v
 	}
 	removed := map[string]bool{}
 	c.gcRemovals(ctx, o, ctrs, vols, func(a GCAction, f func() error) {

@@ -46,7 +46,7 @@ func (c *Client) List(ctx context.Context) ([]Info, error) {
 	byName := map[string]*Info{}
 	var out []*Info
 	for _, ci := range cs {
-		if ci.Session == "" {
+		if ci.Session == "" || isPoolMember(ci.Session) {
 			continue
 		}
 		in := &Info{Name: ci.Session, Lang: ci.Lang, State: ci.State, Image: ci.Image, Created: ci.Created, Executions: -1}
@@ -60,6 +60,9 @@ func (c *Client) List(ctx context.Context) ([]Info, error) {
 		noRuntime = "stopped"
 	}
 	for _, v := range vols {
+		if isPoolMember(v.Session) {
+			continue // a warm pool's, or the data of a session claimed from one
+		}
 		if in := byName[v.Session]; in != nil {
 			if st, err := decodeSettings(v.Settings); err == nil {
 				// The reference the session was made with; Docker shows an image ID once the

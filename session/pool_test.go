@@ -1,0 +1,193 @@
+package session_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/internal/testenv"
+	"github.com/runtimectl/runtimectl/session"
+)
+
+// A warm pool: its members are made ahead, hidden from List; a start of a new session with the
+// pool's settings takes one (two concurrent starts take two), runs the preloaded interpreter,
+// starts its history at 1, keeps its state across stop and start, and leaves nothing behind
+// when removed; a start with other settings is made as usual; removing the pool removes its
+// members.
+func TestPoolServesStartsWithReadySessions(t *testing.T) {
+	testenv.Images(t)
+	c := testenv.Client(t)
+	ctx := testenv.Ctx(t, 5*time.Minute)
+	// A memory limit no other test asks for: only this test's starts are served by the pool.
+	id := testenv.Name(t)
+	pool := session.Pool{Name: "tp" + id[len(id)-6:], Lang: "python",
+		Memory: 700 << 20, Size: 2, Preload: "import json, decimal"}
+	require.NoError(t, c.SetPool(ctx, pool))
+	t.Cleanup(func() { _ = c.RemovePool(context.Background(), pool.Name) })
+	made, _, err := c.FillPool(ctx, pool.Name)
+	require.NoError(t, err)
+	assert.Equal(t, 2, made)
+	st := poolStatus(t, c, pool.Name)
+	assert.Equal(t, 2, st.Ready)
+
+	list, err := c.List(ctx)
+	require.NoError(t, err)
+	for _, in := range list {
+		assert.False(t, strings.HasPrefix(in.Name, "_pool."), "List shows a pool member: %s", in.Name)
+	}
+
+	// Two starts at once take two members.
+	names := []string{testenv.Name(t), testenv.Name(t)}
+	sessions := make([]*session.Session, 2)
+	infos := make([]session.StartInfo, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range names {
+		t.Cleanup(func() { _ = c.Remove(context.Background(), names[i], true) })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sessions[i], infos[i], errs[i] = c.Start(ctx, session.Spec{Name: names[i], Memory: 700 << 20, TestRun: session.TestRunID()})
+		}()
+	}
+	wg.Wait()
+	for i := range names {
+		require.NoError(t, errs[i])
+		defer sessions[i].Close()
+		assert.Equal(t, pool.Name, infos[i].Pool, "start %d was not served from the pool", i)
+		assert.True(t, infos[i].Created)
+	}
+	ci0, err := c.Containers().Inspect(ctx, names[0])
+	require.NoError(t, err)
+	ci1, err := c.Containers().Inspect(ctx, names[1])
+	require.NoError(t, err)
+	assert.NotEqual(t, ci0.ID, ci1.ID, "two starts took the same member")
+	assert.Equal(t, pool.Name, ci0.Labels[containers.LabelPool], "it is a member's container")
+
+	s := sessions[0]
+	r := run(t, s, "import sys\nx = 41\n('json' in sys.modules, 'decimal' in sys.modules, 'decimal' in dir())")
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
+	assert.Equal(t, "(True, True, False)", *r.Result, "preloaded: modules loaded, no names")
+	assert.Equal(t, int64(1), r.Seq, "a claimed session's history starts at 1")
+	hist, _, err := c.History(ctx, names[0])
+	require.NoError(t, err)
+	require.Len(t, hist, 1)
+
+	// It is a session in every way: stop, start, its state back; listed under its name.
+	require.NoError(t, c.Stop(ctx, names[0]))
+	s2, info, err := c.Start(ctx, session.Spec{Name: names[0]})
+	require.NoError(t, err)
+	defer s2.Close()
+	assert.True(t, info.Started)
+	assert.Empty(t, info.Pool)
+	r = run(t, s2, "x + 1")
+	require.Equal(t, "ok", string(r.Status), r.Stderr)
+	assert.Equal(t, "42", *r.Result)
+	list, err = c.List(ctx)
+	require.NoError(t, err)
+	found := false
+	for _, in := range list {
+		found = found || in.Name == names[0]
+	}
+	assert.True(t, found, "the claimed session is listed under its name")
+
+	// Removed, nothing of it stays: its volumes, and the member's whose data they bound.
+	member := backingOf(t, c, names[0])
+	require.NotEmpty(t, member)
+	require.NoError(t, c.Remove(ctx, names[0], true))
+	for _, name := range append(member, "runtimectl-"+names[0], "runtimectl_state-"+names[0]) {
+		_, err := c.Volumes().API().VolumeInspect(ctx, name)
+		assert.Error(t, err, "volume %s is left", name)
+	}
+
+	// Other settings: made as usual.
+	other := testenv.Name(t)
+	t.Cleanup(func() { _ = c.Remove(context.Background(), other, true) })
+	so, info, err := c.Start(ctx, session.Spec{Name: other, TestRun: session.TestRunID()})
+	require.NoError(t, err)
+	so.Close()
+	assert.Empty(t, info.Pool)
+
+	// The starts refilled the pool (in the background).
+	c.WaitRefills()
+	assert.Equal(t, 2, poolStatus(t, c, pool.Name).Ready)
+
+	// A gc leaves the pool's members and the remaining claimed session's data alone.
+	acts, err := c.GC(ctx, session.GCOptions{Orphans: true})
+	require.NoError(t, err)
+	for _, a := range acts {
+		assert.NotContains(t, a.Session, pool.Name, "gc acted on the pool: %+v", a)
+		assert.NotEqual(t, names[1], a.Session, "gc acted on the claimed session: %+v", a)
+	}
+	r = run(t, sessions[1], "1 + 1")
+	assert.Equal(t, "ok", string(r.Status), r.Stderr)
+
+	// Removing the pool removes its members; the session taken from it stays.
+	require.NoError(t, c.RemovePool(ctx, pool.Name))
+	ctrs, err := c.Containers().List(ctx)
+	require.NoError(t, err)
+	for _, ci := range ctrs {
+		assert.False(t, strings.HasPrefix(ci.Session, "_pool."+pool.Name+"."), "member %s is left", ci.Session)
+	}
+	r = run(t, sessions[1], "2 + 2")
+	assert.Equal(t, "ok", string(r.Status), r.Stderr)
+}
+
+// A member that waited past its pool's TTL is made again by the next fill.
+func TestPoolFillRemakesMembersPastTheirTTL(t *testing.T) {
+	testenv.Images(t)
+	c := testenv.Client(t)
+	ctx := testenv.Ctx(t, 5*time.Minute)
+	id := testenv.Name(t)
+	pool := session.Pool{Name: "ttl" + id[len(id)-6:], Lang: "bash", Memory: 300 << 20, Size: 1, TTL: time.Second}
+	require.NoError(t, c.SetPool(ctx, pool))
+	t.Cleanup(func() { _ = c.RemovePool(context.Background(), pool.Name) })
+	made, removed, err := c.FillPool(ctx, pool.Name)
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{1, 0}, [2]int{made, removed})
+	time.Sleep(1500 * time.Millisecond)
+	made, removed, err = c.FillPool(ctx, pool.Name)
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{1, 1}, [2]int{made, removed}, "the member past its TTL was made again")
+
+	err = c.SetPool(ctx, session.Pool{Name: "Bad_Name", Size: 1})
+	assert.ErrorIs(t, err, session.ErrInvalid)
+	err = c.SetPool(ctx, session.Pool{Name: "b", Lang: "bash", Size: 1, Preload: "x=1"})
+	assert.ErrorIs(t, err, session.ErrInvalid, "a preload is for Python only")
+	_, _, err = c.FillPool(ctx, "no-such-pool")
+	assert.ErrorIs(t, err, session.ErrNotFound)
+}
+
+func poolStatus(t *testing.T, c *session.Client, name string) session.PoolStatus {
+	t.Helper()
+	ps, err := c.Pools(context.Background())
+	require.NoError(t, err)
+	for _, p := range ps {
+		if p.Name == name {
+			return p
+		}
+	}
+	t.Fatalf("no pool %s in %+v", name, ps)
+	return session.PoolStatus{}
+}
+
+// backingOf returns the names of the pool member's volumes that the session's volumes bind.
+func backingOf(t *testing.T, c *session.Client, name string) []string {
+	t.Helper()
+	r, err := c.Volumes().API().VolumeList(context.Background(), volume.ListOptions{Filters: filters.NewArgs(filters.Arg("name", "runtimectl-"+name))})
+	require.NoError(t, err)
+	for _, v := range r.Volumes {
+		if v.Name == "runtimectl-"+name {
+			return strings.Split(v.Labels[containers.LabelBacking], ",")
+		}
+	}
+	return nil
+}
