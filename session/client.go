@@ -245,10 +245,10 @@ func containerSpec(st Settings) containers.Spec {
 
 // StartInfo says what Start did.
 type StartInfo struct {
-	Created  bool // a new session
+	Created  bool   // a new session
 	Pool     string // the warm pool a new session was taken from (see SetPool); "": none
-	Started  bool // the container was not running and was started (state restored)
-	Recreate bool // the container was missing and was made again from the volume's settings
+	Started  bool   // the container was not running and was started (state restored)
+	Recreate bool   // the container was missing and was made again from the volume's settings
 }
 
 // Start creates the session, or starts a stopped one again (its agent restores the latest
