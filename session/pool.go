@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"regexp"
 	"sort"
 	"strings"
@@ -208,7 +209,8 @@ func (c *Client) readPools(ctx context.Context) ([]Pool, error) {
 	return out, nil
 }
 
-// RemovePool removes the pool and the members no start has taken.
+// RemovePool removes the pool and the members no start has taken (also members left by a fill
+// that ran on after an earlier removal).
 func (c *Client) RemovePool(ctx context.Context, name string) error {
 	if err := c.dockerOnly("pool " + name); err != nil {
 		return err
@@ -221,18 +223,19 @@ func (c *Client) RemovePool(ctx context.Context, name string) error {
 	for _, p := range ps {
 		found = found || p.Name == name
 	}
-	if !found {
+	ctrs, err := c.docker.List(ctx)
+	if err != nil {
+		return err
+	}
+	ms := members(ctrs, name)
+	if !found && len(ms) == 0 {
 		return fmt.Errorf("%w pool %q: `runtimectl pool ls` lists the pools", ErrNotFound, name)
 	}
 	if err := c.dvol.API().VolumeRemove(ctx, poolVolume(name), false); err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove pool %s: %w", name, err)
 	}
-	ctrs, err := c.docker.List(ctx)
-	if err != nil {
-		return err
-	}
 	var errs []error
-	for _, m := range members(ctrs, name) {
+	for _, m := range ms {
 		errs = append(errs, c.removeMember(ctx, m.Session))
 	}
 	return errors.Join(errs...)
@@ -400,7 +403,11 @@ func (c *Client) claim(ctx context.Context, spec Spec, st Settings) (*Session, s
 		return nil, ""
 	}
 	defer c.refillLater(p.Name)
-	for _, m := range members(ctrs, p.Name) {
+	ms := members(ctrs, p.Name)
+	// In an order of its own: starts at the same moment try different members first, instead of
+	// each asking the oldest's agent, then the next (n starts would make n²/2 connections).
+	mrand.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
+	for _, m := range ms {
 		if !m.Running || m.Labels[containers.LabelPoolConfig] != hash || time.Since(m.Created) > p.ttl() {
 			continue
 		}

@@ -20,7 +20,7 @@ import (
 	"github.com/runtimectl/runtimectl/session"
 )
 
-var phases = []string{"exec", "python", "exprs", "cli", "cold", "tcsession", "snapshot-array", "snapshot-df", "snapshot-array-cpus2", "snapshot-df-cpus2", "neighbours", "restore", "stdout", "memory", "many", "bash", "kube"}
+var phases = []string{"exec", "python", "exprs", "cli", "cold", "tcsession", "snapshot-array", "snapshot-df", "snapshot-array-cpus2", "snapshot-df-cpus2", "neighbours", "restore", "stdout", "memory", "many", "pool", "bash", "kube"}
 
 func main() {
 	out := flag.String("out", "bench/results.json", "write the results here")
@@ -95,6 +95,7 @@ func run(out, only string, scale float64, many int, rt, kubeconfig string) int {
 		"many":                 func(ctx context.Context) error { return r.Many(ctx, many) },
 		"tcsession":            r.TCSession,
 		"bash":                 r.BashRoundTrip,
+		"pool":                 func(ctx context.Context) error { return r.Pool(ctx, many) },
 		"kube":                 func(ctx context.Context) error { return r.Kube(ctx, kubeconfig) },
 	}
 	failed := 0
