@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/errdefs"
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/execproto"
+	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/volumes"
 )
 
@@ -98,6 +99,8 @@ func (p Pool) hash() (string, error) {
 }
 
 func poolVolume(name string) string { return "runtimectl_pool-" + name }
+
+var advisePools = advice.Words{Lib: "Client.Pools lists the pools", CLI: "`runtimectl pool ls` lists the pools"}
 
 // pools is the client's cache of the engine's pools, so that starting a session asks the engine
 // for them at most every few seconds.
@@ -229,7 +232,7 @@ func (c *Client) RemovePool(ctx context.Context, name string) error {
 	}
 	ms := members(ctrs, name)
 	if !found && len(ms) == 0 {
-		return fmt.Errorf("%w pool %q: `runtimectl pool ls` lists the pools", ErrNotFound, name)
+		return advice.Errorf("%w pool %q: %s", ErrNotFound, name, advisePools)
 	}
 	if err := c.dvol.API().VolumeRemove(ctx, poolVolume(name), false); err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove pool %s: %w", name, err)
@@ -281,7 +284,7 @@ func (c *Client) FillPool(ctx context.Context, name string) (made, removed int, 
 		}
 	}
 	if p == nil {
-		return 0, 0, fmt.Errorf("%w pool %q: `runtimectl pool ls` lists the pools", ErrNotFound, name)
+		return 0, 0, advice.Errorf("%w pool %q: %s", ErrNotFound, name, advisePools)
 	}
 	hash, err := p.hash()
 	if err != nil {
