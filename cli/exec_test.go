@@ -317,6 +317,7 @@ func TestStartWithDifferentSettingsIsRefused(t *testing.T) {
 	assert.Contains(t, r.stderr, "--memory 4GiB (the session has 2GiB)")
 	assert.Contains(t, r.stderr, "--network bridge (the session has none)")
 	assert.Contains(t, r.stderr, "session rm")
+	assert.Contains(t, r.stderr, "--upgrade")
 	for _, args := range [][]string{{}, {"--memory", "2g", "--lang", "python"}} {
 		r = rt(t, "", append([]string{"session", "start", name}, args...)...)
 		assert.Equal(t, 0, r.code, "%v: %s", args, r.stderr)

@@ -149,8 +149,8 @@ func (c *Client) checkConflicts(ctx context.Context, spec Spec) error {
 		return advice.Errorf("%w: session %q exists with other settings: %s; %s", ErrConflict, spec.Name,
 			advice.Words{Lib: strings.Join(lib, "; "), CLI: strings.Join(cli, "; ")},
 			advice.Words{
-				Lib: "start it without them (its settings hold across stop and start), or remove it (Client.Remove, after copying out what you need) and start it again with the new ones",
-				CLI: "start it without them (its settings hold across stop and start), or remove it (`session rm`, after `session cp` of what you need) and start it again with the new ones",
+				Lib: "start it without them (its settings hold across stop and start; Client.Upgrade moves it to the current build of its image), or remove it (Client.Remove, after copying out what you need) and start it again with the new ones",
+				CLI: "start it without them (its settings hold across stop and start; `--upgrade` moves it to the current build of its image), or remove it (`session rm`, after `session cp` of what you need) and start it again with the new ones",
 			})
 	}
 	return nil
