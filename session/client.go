@@ -96,8 +96,12 @@ func NewWithBackend(b Backend, opts ...Option) *Client {
 	return &Client{ctr: b.Runtimes, vol: b.Storage, backend: b.Name, closer: closer, logger: o.logger, callTimeout: 30 * time.Second}
 }
 
-// Close releases the client's connections to the engine.
-func (c *Client) Close() error { return c.closer.Close() }
+// Close releases the client's connections to the engine (and the streams it keeps open to the
+// warm pool members it made).
+func (c *Client) Close() error {
+	c.closeConns()
+	return c.closer.Close()
+}
 
 // Backend names the engine: docker or kubernetes.
 func (c *Client) Backend() string { return c.backend }

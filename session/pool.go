@@ -113,6 +113,60 @@ type pools struct {
 	// fill serializes this client's fills (two starts' refills would make a member each for the
 	// same gap); fills of other processes at the same moment can overfill, and the next trims.
 	fill sync.Mutex
+	// conns are the streams to the members this client made, kept open: a claim by this client
+	// (the library's, serve's) skips the exec of a new relay, the bulk of a claim's cost.
+	conns  map[string]*Session
+	connAt map[string]time.Time // when each was made
+}
+
+// keepConn keeps the stream to a member this client made.
+func (c *Client) keepConn(member string, s *Session) {
+	c.pools.mu.Lock()
+	defer c.pools.mu.Unlock()
+	if c.pools.conns == nil {
+		c.pools.conns, c.pools.connAt = map[string]*Session{}, map[string]time.Time{}
+	}
+	c.pools.conns[member], c.pools.connAt[member] = s, time.Now()
+}
+
+// takeConn returns the kept stream to member, still open, or nil.
+func (c *Client) takeConn(member string) *Session {
+	c.pools.mu.Lock()
+	s := c.pools.conns[member]
+	delete(c.pools.conns, member)
+	delete(c.pools.connAt, member)
+	c.pools.mu.Unlock()
+	if s != nil && s.live() == nil {
+		s.Close()
+		return nil
+	}
+	return s
+}
+
+// keptMembers returns the members of pool with settings hash that this client holds streams
+// to, as if listed: running, made now.
+func (c *Client) keptMembers(pool, hash string) []containers.Info {
+	c.pools.mu.Lock()
+	defer c.pools.mu.Unlock()
+	var out []containers.Info
+	for name := range c.pools.conns {
+		if strings.HasPrefix(name, poolPrefix+pool+".") {
+			out = append(out, containers.Info{Session: name, Running: true, Created: c.pools.connAt[name],
+				Labels: map[string]string{containers.LabelPoolConfig: hash}})
+		}
+	}
+	return out
+}
+
+// closeConns closes the kept streams (Client.Close).
+func (c *Client) closeConns() {
+	c.pools.mu.Lock()
+	conns := c.pools.conns
+	c.pools.conns, c.pools.connAt = nil, nil
+	c.pools.mu.Unlock()
+	for _, s := range conns {
+		s.Close()
+	}
 }
 
 const poolCacheTTL = 2 * time.Second
@@ -257,6 +311,9 @@ func members(ctrs []containers.Info, pool string) []containers.Info {
 }
 
 func (c *Client) removeMember(ctx context.Context, member string) error {
+	if s := c.takeConn(member); s != nil {
+		s.Close()
+	}
 	if err := c.docker.Remove(ctx, member, true); err != nil {
 		return err
 	}
@@ -358,7 +415,8 @@ func (c *Client) makeMember(ctx context.Context, p Pool, hash string) error {
 		undo()
 		return fmt.Errorf("pool %s: a new member did not answer: %w", p.Name, err)
 	}
-	return s.Close()
+	c.keepConn(name, s)
+	return nil
 }
 
 // poolFor returns the pool that serves a new session with settings st, if any.
@@ -401,12 +459,17 @@ func (c *Client) claim(ctx context.Context, spec Spec, st Settings) (*Session, s
 	if err != nil {
 		return nil, ""
 	}
-	ctrs, err := c.docker.List(ctx)
-	if err != nil {
-		return nil, ""
-	}
 	defer c.refillLater(p.Name)
-	ms := members(ctrs, p.Name)
+	// The members this client made and holds streams to come first, without asking the engine
+	// for its containers (the labels say they are ready and of these settings); then the rest.
+	ms := c.keptMembers(p.Name, hash)
+	if len(ms) == 0 {
+		ctrs, err := c.docker.List(ctx)
+		if err != nil {
+			return nil, ""
+		}
+		ms = members(ctrs, p.Name)
+	}
 	// In an order of its own: starts at the same moment try different members first, instead of
 	// each asking the oldest's agent, then the next (n starts would make n²/2 connections).
 	mrand.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
@@ -414,9 +477,12 @@ func (c *Client) claim(ctx context.Context, spec Spec, st Settings) (*Session, s
 		if !m.Running || m.Labels[containers.LabelPoolConfig] != hash || time.Since(m.Created) > p.ttl() {
 			continue
 		}
-		s := &Session{c: c, name: m.Session}
-		if err := s.connect(ctx); err != nil {
-			continue // gone, or taken and renamed already
+		s := c.takeConn(m.Session)
+		if s == nil {
+			s = &Session{c: c, name: m.Session}
+			if err := s.connect(ctx); err != nil {
+				continue // gone, or taken and renamed already
+			}
 		}
 		if err := s.live().Call(ctx, execproto.Request{Op: execproto.OpClaim, Name: spec.Name}, nil); err != nil {
 			s.Close()
