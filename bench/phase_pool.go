@@ -15,24 +15,14 @@ import (
 // interleaved with a cold start of the same kind (a setting the pool does not serve) and with
 // `docker run --rm`; then count sessions started at the same moment from a pool of count.
 func (r *Runner) Pool(ctx context.Context, count int) error {
-	const preload = "import numpy, pandas"
-	one := session.Pool{Name: "rtbench-" + r.RunID, Lang: "python", Memory: 1 << 30, Preload: preload}
+	one := session.Pool{Name: "rtbench-" + r.RunID, Lang: "python", Memory: 1 << 30, Preload: "import numpy, pandas", Size: 1}
 	n := r.n(8, 3)
-	one.Size = 1
-	if err := r.C.SetPool(ctx, one); err != nil {
+	fill, done, err := r.filledPool(ctx, one)
+	defer done()
+	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx := context.WithoutCancel(ctx)
-		_ = r.C.RemovePool(cctx, one.Name)
-		r.C.WaitRefills()
-		_ = r.C.RemovePool(cctx, one.Name)
-	}()
-	t := time.Now()
-	if _, _, err := r.C.FillPool(ctx, one.Name); err != nil {
-		return err
-	}
-	r.R.Add("pool.fill_one", S, "lower", "informational: FillPool making one member (container, volumes, interpreter with `import numpy, pandas` preloaded, ready)", secs(time.Since(t)))
+	r.R.Add("pool.fill_one", S, "lower", "informational: FillPool making one member (container, volumes, interpreter with `import numpy, pandas` preloaded, ready)", fill)
 
 	startFirst := func(spec session.Spec, wantPool bool) (float64, error) {
 		t := time.Now()
@@ -82,25 +72,34 @@ func (r *Runner) Pool(ctx context.Context, count int) error {
 	return r.poolMany(ctx, count)
 }
 
-// poolMany starts count sessions at the same moment from a pool of count (256 MiB each, as in
-// the many phase).
-func (r *Runner) poolMany(ctx context.Context, count int) error {
-	p := session.Pool{Name: "rtbench-" + r.RunID + "-many", Lang: "python", Memory: 256 << 20, Size: count}
-	if err := r.C.SetPool(ctx, p); err != nil {
-		return err
-	}
-	defer func() {
-		// The starts' refills stop at the pool's removal; what one made meanwhile goes after.
+// filledPool sets the pool p and fills it, returning how long the fill took (seconds) and what
+// removes the pool again (call it even on an error): the starts' refills stop at the pool's
+// removal, and what one made meanwhile goes after them.
+func (r *Runner) filledPool(ctx context.Context, p session.Pool) (float64, func(), error) {
+	done := func() {
 		cctx := context.WithoutCancel(ctx)
 		_ = r.C.RemovePool(cctx, p.Name)
 		r.C.WaitRefills()
 		_ = r.C.RemovePool(cctx, p.Name)
-	}()
+	}
+	if err := r.C.SetPool(ctx, p); err != nil {
+		return 0, done, err
+	}
 	t := time.Now()
-	if _, _, err := r.C.FillPool(ctx, p.Name); err != nil {
+	_, _, err := r.C.FillPool(ctx, p.Name)
+	return secs(time.Since(t)), done, err
+}
+
+// poolMany starts count sessions at the same moment from a pool of count (256 MiB each, as in
+// the many phase).
+func (r *Runner) poolMany(ctx context.Context, count int) error {
+	p := session.Pool{Name: "rtbench-" + r.RunID + "-many", Lang: "python", Memory: 256 << 20, Size: count}
+	fill, done, err := r.filledPool(ctx, p)
+	defer done()
+	if err != nil {
 		return err
 	}
-	r.R.Add("pool.fill_many", S, "lower", fmt.Sprintf("informational: FillPool making the %d members, one after the other", count), secs(time.Since(t)))
+	r.R.Add("pool.fill_many", S, "lower", fmt.Sprintf("informational: FillPool making the %d members, one after the other", count), fill)
 	names := make([]string, count)
 	times := make([]float64, count)
 	errs := make([]error, count)
