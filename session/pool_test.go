@@ -147,7 +147,7 @@ func TestPoolFillRemakesMembersPastTheirTTL(t *testing.T) {
 	c := testenv.Client(t)
 	ctx := testenv.Ctx(t, 5*time.Minute)
 	id := testenv.Name(t)
-	pool := session.Pool{Name: "ttl" + id[len(id)-6:], Lang: "bash", Memory: 300 << 20, Size: 1, TTL: time.Second}
+	pool := session.Pool{Name: "ttl" + id[len(id)-6:], Lang: "bash", Memory: 320 << 20, Size: 1, TTL: time.Second} // (a memory limit of its own: no other test's start is served by it)
 	require.NoError(t, c.SetPool(ctx, pool))
 	t.Cleanup(func() { _ = c.RemovePool(context.Background(), pool.Name) })
 	made, removed, err := c.FillPool(ctx, pool.Name)
