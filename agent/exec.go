@@ -314,15 +314,17 @@ func (x *execution) complete() {
 		}
 		res.Message += e
 	}
+	// Nothing runs once the caller has the result: an interrupt or a status request that follows
+	// it at once says so, even while the snapshot below is being forked.
+	a.mu.Lock()
+	a.running, a.runSeq, a.lastExec = nil, 0, time.Now()
+	a.mu.Unlock()
 	_ = x.j.conn.SendJSON(execproto.TypeResult, x.j.id, res)
 	if x.snapID != "" && a.sched.inflight == nil {
 		a.startSnapshotID(x.seq, x.snapID)
 	}
 	a.ensureReserve()
 	a.kickDisk()
-	a.mu.Lock()
-	a.running, a.runSeq, a.lastExec = nil, 0, time.Now()
-	a.mu.Unlock()
 	a.end(x.j)
 }
 
