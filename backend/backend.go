@@ -48,6 +48,8 @@ type Spec struct {
 	// Runtime is an OCI runtime on Docker (runsc), a RuntimeClass on Kubernetes; "" is the default.
 	Runtime string
 	TmpSize int64 // bytes of /tmp, in memory and counted in the memory limit
+	// Labels are added to the runtime's own (a warm pool member's pool and settings hash).
+	Labels map[string]string
 }
 
 // Info is what a backend knows of a session's runtime.

@@ -22,10 +22,12 @@ func newCmdPool(f *Factory) *cobra.Command {
 		Long: `A warm pool keeps N sessions of one kind ready (container and volumes made, interpreter
 started and its --preload run, hardened as every session is), so that a ` + "`session start`" + ` of a new
 session with the settings the pool serves takes one in a fraction of a cold start. The start
-renames the member to the new session's name (two starts never take the same one) and starts a
-refill in the background (` + "`pool fill`" + `, detached). A claimed session is a session in every way:
-its history starts at 1, it snapshots, stops, starts and is removed as any other. Members do
-not show in ` + "`session ls`" + `; one that waited past the pool's --ttl is made again. Docker only.`,
+makes the member the new session (two starts never take the same one: Docker renames the
+container, Kubernetes relabels the pod and its claims) and starts a refill in the background
+(` + "`pool fill`" + `, detached). A claimed session is a session in every way: its history starts at 1,
+it snapshots, stops, starts and is removed as any other. Members do not show in
+` + "`session ls`" + `; one that waited past the pool's --ttl is made again. On Kubernetes a pool's
+settings are the ConfigMap runtimectl-pool-NAME of the namespace.`,
 	}
 	c.AddCommand(newCmdPoolSet(f), newCmdPoolLs(f), newCmdPoolRm(f), newCmdPoolFill(f))
 	return group(c)
@@ -187,10 +189,13 @@ func (f *Factory) refillDetached(pool string) {
 		}
 		return
 	}
-	args := []string{"pool", "fill", pool}
-	if f.Host != "" {
-		args = append([]string{"--host", f.Host}, args...)
+	var args []string
+	for _, fl := range [][2]string{{"--host", f.Host}, {"--backend", f.Backend}, {"--kubeconfig", f.Kubeconfig}, {"--namespace", f.Namespace}} {
+		if fl[1] != "" {
+			args = append(args, fl[0], fl[1])
+		}
 	}
+	args = append(args, "pool", "fill", pool)
 	cmd := exec.Command(exe, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err == nil {

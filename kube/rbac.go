@@ -17,13 +17,15 @@ type Permission struct {
 	Verbs    []string
 }
 
-// Permissions is exactly what the Backend uses: pods (made, watched, deleted), pods/exec (the
-// agent's stream, files in and out), the claims and the network policies.
+// Permissions is exactly what the Backend uses: pods (made, watched, deleted, relabelled by a
+// warm pool's claim), pods/exec (the agent's stream, files in and out), the claims (relabelled
+// too), the network policies, and the ConfigMaps that hold warm pools' settings.
 var Permissions = []Permission{
-	{"", "pods", []string{"create", "get", "list", "watch", "delete"}},
+	{"", "pods", []string{"create", "get", "list", "watch", "delete", "patch"}},
 	{"", "pods/exec", []string{"create", "get"}},
-	{"", "persistentvolumeclaims", []string{"create", "get", "list", "delete"}},
+	{"", "persistentvolumeclaims", []string{"create", "get", "list", "delete", "patch"}},
 	{"networking.k8s.io", "networkpolicies", []string{"create", "delete"}},
+	{"", "configmaps", []string{"create", "list", "update", "delete"}},
 }
 
 // RoleYAML returns a Role granting Permissions in namespace, and a RoleBinding of it to a

@@ -26,6 +26,10 @@ func (b *Backend) Create(ctx context.Context, s backend.Spec) (backend.Info, err
 	if err != nil {
 		return backend.Info{}, err
 	}
+	// A session claimed from a warm pool mounts the claims of the member it was.
+	if v, err := (*Volumes)(b).Inspect(ctx, s.Session); err == nil && v.Name != VolumeName(s.Session) {
+		useClaims(pod, v.Name)
+	}
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
 	if WantsNetwork(s.Network) {
@@ -238,7 +242,11 @@ func suffix(s string) string {
 // until it is gone; the claims stay, so the next start creates the pod again on them. A missing
 // pod is stopped already.
 func (b *Backend) Stop(ctx context.Context, session string, timeout time.Duration) error {
-	if err := b.deleteAndWait(ctx, PodName(session), timeout); err != nil {
+	pod, err := b.podName(ctx, session)
+	if pod == "" {
+		return err
+	}
+	if err := b.deleteAndWait(ctx, pod, timeout); err != nil {
 		return fmt.Errorf("stop session %q: %w", session, err)
 	}
 	return nil
@@ -251,12 +259,18 @@ func (b *Backend) Remove(ctx context.Context, session string, force bool) error 
 	if force {
 		grace = 0
 	}
-	if err := b.deleteAndWait(ctx, PodName(session), grace); err != nil {
-		return fmt.Errorf("remove session %q: %w", session, err)
+	pod, err := b.podName(ctx, session)
+	if err != nil {
+		return err
+	}
+	if pod != "" {
+		if err := b.deleteAndWait(ctx, pod, grace); err != nil {
+			return fmt.Errorf("remove session %q: %w", session, err)
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
-	err := b.cs.NetworkingV1().NetworkPolicies(b.ns).Delete(cctx, PolicyName(session), metav1.DeleteOptions{})
+	err = b.cs.NetworkingV1().NetworkPolicies(b.ns).Delete(cctx, PolicyName(session), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("remove the network policy of session %q: %w", session, b.classify(err))
 	}
@@ -295,19 +309,50 @@ func (b *Backend) deleteAndWait(ctx context.Context, name string, grace time.Dur
 	}
 }
 
-// get returns the session's pod; backend.ErrNotFound when there is none, or when the pod of that
-// name belongs to another session (a name that maps to the same key).
+// get returns the session's pod: the one named for it, else (a session claimed from a warm
+// pool keeps its member's pod, relabelled) the one labelled and annotated as it.
+// backend.ErrNotFound when there is none (a pod of its name that belongs to another session, a
+// name that maps to the same key, is not it).
 func (b *Backend) get(ctx context.Context, session string) (*corev1.Pod, error) {
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
 	p, err := b.cs.CoreV1().Pods(b.ns).Get(cctx, PodName(session), metav1.GetOptions{})
-	if err != nil {
+	if err == nil && p.Annotations[AnnotationSession] == session {
+		return p, nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, b.classify(err)
 	}
-	if got := p.Annotations[AnnotationSession]; got != session {
-		return nil, fmt.Errorf("%w: pod %s belongs to session %q, not %q", backend.ErrNotFound, p.Name, got, session)
+	l, lerr := b.cs.CoreV1().Pods(b.ns).List(cctx, metav1.ListOptions{LabelSelector: containers.LabelSession + "=" + Key(session)})
+	if lerr != nil {
+		return nil, b.classify(lerr)
 	}
-	return p, nil
+	var found *corev1.Pod
+	for i := range l.Items {
+		q := &l.Items[i]
+		if q.Annotations[AnnotationSession] == session && (found == nil || found.DeletionTimestamp != nil) {
+			found = q
+		}
+	}
+	switch {
+	case found != nil:
+		return found, nil
+	case err != nil:
+		return nil, b.classify(err)
+	}
+	return nil, fmt.Errorf("%w: pod %s belongs to session %q, not %q", backend.ErrNotFound, p.Name, p.Annotations[AnnotationSession], session)
+}
+
+// podName returns the name of the session's pod, "" (and a nil error) when it has none.
+func (b *Backend) podName(ctx context.Context, session string) (string, error) {
+	p, err := b.get(ctx, session)
+	if errors.Is(err, backend.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return p.Name, nil
 }
 
 // Inspect returns the session's pod; backend.ErrNotFound when there is none.

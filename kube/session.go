@@ -20,7 +20,7 @@ import (
 // Session returns the Backend as the session library's seam: session.NewWithBackend(b.Session())
 // runs the same sessions (agent, protocol, snapshots, history, every verb) on the cluster.
 func (b *Backend) Session() session.Backend {
-	return session.Backend{Name: backend.Kubernetes, Runtimes: (*sessionRuntimes)(b), Storage: (*sessionStorage)(b), Closer: b}
+	return session.Backend{Name: backend.Kubernetes, Runtimes: (*sessionRuntimes)(b), Storage: (*sessionStorage)(b), Pools: (*pools)(b), Closer: b}
 }
 
 // seamError is a backend error as session tests for it: errors.Is finds both the backend's
@@ -68,7 +68,7 @@ func toSpec(s containers.Spec) backend.Spec {
 		s.TmpSize = min(int64(containers.DefaultTmpSize), s.Memory/2)
 	}
 	return backend.Spec{Session: s.Session, Lang: s.Lang, Image: s.Image, Memory: s.Memory, CPUs: s.CPUs, Pids: s.Pids,
-		Network: s.Network, Env: s.Env, Settings: s.Settings, Runtime: s.Runtime, TmpSize: s.TmpSize}
+		Network: s.Network, Env: s.Env, Settings: s.Settings, Runtime: s.Runtime, TmpSize: s.TmpSize, Labels: s.Labels}
 }
 
 func (r *sessionRuntimes) Create(ctx context.Context, s containers.Spec) (containers.Info, error) {
@@ -149,7 +149,11 @@ func (r *sessionRuntimes) Logs(ctx context.Context, name string, max int64) ([]b
 	b := r.b()
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
-	out, err := b.cs.CoreV1().Pods(b.ns).GetLogs(PodName(name), &corev1.PodLogOptions{Container: ContainerName, LimitBytes: &max}).DoRaw(cctx)
+	pod, err := b.get(ctx, name)
+	if err != nil {
+		return nil, seam(fmt.Errorf("logs of session %q: %w", name, err))
+	}
+	out, err := b.cs.CoreV1().Pods(b.ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: ContainerName, LimitBytes: &max}).DoRaw(cctx)
 	if err != nil {
 		return nil, seam(fmt.Errorf("logs of session %q: %w", name, b.classify(err)))
 	}
@@ -210,8 +214,17 @@ func (s *sessionStorage) Remove(ctx context.Context, name string) error {
 	return seam(s.v().Remove(ctx, name))
 }
 
+// RemoveSession removes the session's pair of claims, named by the session or, for a session
+// claimed from a warm pool, by the member it was.
 func (s *sessionStorage) RemoveSession(ctx context.Context, name string) error {
-	return seam(s.v().Remove(ctx, VolumeName(name)))
+	v, err := s.v().Inspect(ctx, name)
+	if errors.Is(err, backend.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return seam(err)
+	}
+	return seam(s.v().Remove(ctx, v.Name))
 }
 
 // RemoveState is what undoes a state volume made for a session that had none (Docker's

@@ -71,6 +71,66 @@ func TestBackendVerbsOnKubernetes(t *testing.T) {
 	seamtest.Verbs(t, e)
 }
 
+// A warm pool on the cluster: a claim relabels the member's pod and claims, and every verb finds
+// the session by its name (seamtest.Pools); here also what only Kubernetes has: the claimed
+// session's pod keeps the member's name and no pool label, it is under the session's own
+// NetworkPolicy and the member's is gone, and a pod made for it after a stop mounts the member's
+// claims.
+func TestBackendPoolsOnKubernetes(t *testing.T) {
+	e, kb := kubeEnv(t)
+	seamtest.Pools(t, e)
+
+	c, ctx := e.Client, context.Background()
+	l, _ := lang.Get("bash")
+	pool := session.Pool{Name: "kp", Lang: "bash", Image: images.Ref(l), Memory: 200 << 20, Size: 1}
+	require.NoError(t, c.SetPool(ctx, pool))
+	cm, err := kb.cs.CoreV1().ConfigMaps(kb.ns).Get(ctx, PoolConfigMap("kp"), metav1.GetOptions{})
+	require.NoError(t, err, "the pool's settings are a ConfigMap")
+	assert.Contains(t, cm.Data["pool.json"], `"size":1`)
+	_, _, err = c.FillPool(ctx, "kp")
+	require.NoError(t, err)
+	s, info, err := c.Start(ctx, session.Spec{Name: "from-pool", Lang: "bash", Image: images.Ref(l), Memory: 200 << 20})
+	require.NoError(t, err)
+	defer s.Close()
+	require.Equal(t, "kp", info.Pool)
+	seamtest.ExecOK(t, s, "y=7")
+	pods, err := kb.cs.CoreV1().Pods(kb.ns).List(ctx, metav1.ListOptions{LabelSelector: "io.runtimectl.session=from-pool"})
+	require.NoError(t, err)
+	require.Len(t, pods.Items, 1)
+	p := pods.Items[0]
+	assert.NotEqual(t, PodName("from-pool"), p.Name, "the member's pod, not a new one")
+	assert.Equal(t, "from-pool", p.Annotations[AnnotationSession])
+	assert.Empty(t, p.Labels["io.runtimectl.pool"], "the claimed pod still has its pool's label")
+	_, err = kb.cs.NetworkingV1().NetworkPolicies(kb.ns).Get(ctx, PolicyName("from-pool"), metav1.GetOptions{})
+	assert.NoError(t, err, "the claimed session has its own NetworkPolicy")
+	member := strings.TrimPrefix(p.Name, "runtimectl-")
+	_, err = kb.cs.NetworkingV1().NetworkPolicies(kb.ns).Get(ctx, "runtimectl-"+member, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the member's NetworkPolicy is left: %v", err)
+
+	s.Close()
+	require.NoError(t, c.Stop(ctx, "from-pool"))
+	s, _, err = c.Open(ctx, "from-pool")
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Equal(t, "7\n", seamtest.ExecOK(t, s, "echo $y").Stdout)
+	np, err := kb.cs.CoreV1().Pods(kb.ns).Get(ctx, PodName("from-pool"), metav1.GetOptions{})
+	require.NoError(t, err, "after a stop the session's pod has its own name")
+	for _, v := range np.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			assert.Equal(t, "runtimectl-"+member+"-"+v.Name, v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	s.Close()
+	require.NoError(t, c.Remove(ctx, "from-pool", true))
+	for _, claim := range []string{"runtimectl-" + member + "-workspace", "runtimectl-" + member + "-state"} {
+		_, err := kb.cs.CoreV1().PersistentVolumeClaims(kb.ns).Get(ctx, claim, metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "rm left claim %s", claim)
+	}
+	require.NoError(t, c.RemovePool(ctx, "kp"))
+	_, err = kb.cs.CoreV1().ConfigMaps(kb.ns).Get(ctx, PoolConfigMap("kp"), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "pool rm left its ConfigMap")
+}
+
 // What only Kubernetes has, through the library: the workspace claim asks for --disk; stop
 // deletes the pod and keeps both claims, and ls says stopped; a pod evicted through the
 // Eviction API (what a drain does), and one the kubelet failed as evicted, come back on their

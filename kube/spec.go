@@ -177,7 +177,7 @@ func Pod(namespace string, s backend.Spec, o Options) (*corev1.Pod, error) {
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: PodName(s.Session), Namespace: namespace,
-			Labels:      sessionLabels(s.Session, s.Lang),
+			Labels:      podLabels(s),
 			Annotations: map[string]string{AnnotationSession: s.Session},
 		},
 		Spec: corev1.PodSpec{
@@ -243,6 +243,27 @@ func Pod(namespace string, s backend.Spec, o Options) (*corev1.Pod, error) {
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: name})
 	}
 	return pod, nil
+}
+
+// podLabels are the session's labels and the spec's own (which cannot replace the session's).
+func podLabels(s backend.Spec) map[string]string {
+	l := sessionLabels(s.Session, s.Lang)
+	for k, v := range s.Labels {
+		if _, ok := l[k]; !ok {
+			l[k] = v
+		}
+	}
+	return l
+}
+
+// useClaims makes pod mount the pair of claims named volume (backend.Volume.Name) rather than
+// its session's own names: a session claimed from a warm pool keeps its member's claims.
+func useClaims(pod *corev1.Pod, volume string) {
+	for i := range pod.Spec.Volumes {
+		if c := pod.Spec.Volumes[i].PersistentVolumeClaim; c != nil {
+			c.ClaimName = volume + "-" + pod.Spec.Volumes[i].Name
+		}
+	}
 }
 
 func cut(kv string) (string, string, bool) {

@@ -71,6 +71,28 @@ func TestPodLabelsAsOnDocker(t *testing.T) {
 	assert.Equal(t, "a_b", p.Annotations[AnnotationSession])
 }
 
+// A spec's own labels (a warm pool member's) are added; they cannot replace the session's.
+func TestPodAddsTheSpecsLabels(t *testing.T) {
+	s := spec("m")
+	s.Labels = map[string]string{containers.LabelPool: "py", containers.LabelSession: "other"}
+	p := mustPod(t, s, Options{})
+	assert.Equal(t, "py", p.Labels[containers.LabelPool])
+	assert.Equal(t, Key("m"), p.Labels[containers.LabelSession])
+}
+
+// A pod of a session claimed from a warm pool mounts the member's claims.
+func TestPodOfAClaimedSessionMountsTheMembersClaims(t *testing.T) {
+	p := mustPod(t, spec("s"), Options{})
+	useClaims(p, "runtimectl-pool-py-1")
+	claims := map[string]string{}
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			claims[v.Name] = v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	assert.Equal(t, map[string]string{"workspace": "runtimectl-pool-py-1-workspace", "state": "runtimectl-pool-py-1-state"}, claims)
+}
+
 // The agent is the main process, with the flags that put its state on the state claim.
 func TestPodRunsTheAgentAsItsMainProcess(t *testing.T) {
 	p := mustPod(t, spec("s"), Options{})

@@ -49,7 +49,11 @@ func (e *ExitError) Error() string {
 // run runs cmd in the session's agent container with stdin (nil: none) and stdout, and waits for
 // its end. A non-zero exit is *ExitError with the command's stderr (the first 4 KiB).
 func (b *Backend) run(ctx context.Context, session string, cmd []string, stdin io.Reader, stdout io.Writer) error {
-	ex, err := b.executor(PodName(session), cmd, stdin != nil)
+	pod, err := b.get(ctx, session)
+	if err != nil {
+		return err
+	}
+	ex, err := b.executor(pod.Name, cmd, stdin != nil)
 	if err != nil {
 		return err
 	}

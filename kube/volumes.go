@@ -40,20 +40,35 @@ func (v *Volumes) Create(ctx context.Context, session, lang, settings string) (b
 	return v.Inspect(ctx, session)
 }
 
-// Inspect returns the session's claims as one volume; backend.ErrNotFound without a workspace
-// claim of that session.
+// Inspect returns the session's claims as one volume: those named for it, else (a session
+// claimed from a warm pool keeps its member's claims, relabelled) those labelled and annotated
+// as it. backend.ErrNotFound without a workspace claim of that session.
 func (v *Volumes) Inspect(ctx context.Context, session string) (backend.Volume, error) {
 	b := (*Backend)(v)
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
 	c, err := b.cs.CoreV1().PersistentVolumeClaims(b.ns).Get(cctx, WorkspaceClaim(session), metav1.GetOptions{})
+	if err == nil && c.Annotations[AnnotationSession] == session {
+		return volume(c), nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return backend.Volume{}, fmt.Errorf("volume of session %q: %w", session, b.classify(err))
+	}
+	l, lerr := b.cs.CoreV1().PersistentVolumeClaims(b.ns).List(cctx, metav1.ListOptions{
+		LabelSelector: containers.LabelSession + "=" + Key(session) + "," + LabelRole + "=" + RoleWorkspace,
+	})
+	if lerr != nil {
+		return backend.Volume{}, fmt.Errorf("volume of session %q: %w", session, b.classify(lerr))
+	}
+	for i := range l.Items {
+		if l.Items[i].Annotations[AnnotationSession] == session {
+			return volume(&l.Items[i]), nil
+		}
+	}
 	if err != nil {
 		return backend.Volume{}, fmt.Errorf("volume of session %q: %w", session, b.classify(err))
 	}
-	if got := c.Annotations[AnnotationSession]; got != session {
-		return backend.Volume{}, fmt.Errorf("%w: claim %s belongs to session %q, not %q", backend.ErrNotFound, c.Name, got, session)
-	}
-	return volume(c), nil
+	return backend.Volume{}, fmt.Errorf("%w: claim %s belongs to session %q, not %q", backend.ErrNotFound, c.Name, c.Annotations[AnnotationSession], session)
 }
 
 func volume(c *corev1.PersistentVolumeClaim) backend.Volume {
@@ -74,6 +89,16 @@ func (v *Volumes) Remove(ctx context.Context, name string) error {
 		return fmt.Errorf("remove volume %s: %w (stop and remove its session first)", name, backend.ErrInUse)
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("remove volume %s: %w", name, b.classify(err))
+	}
+	// A session claimed from a warm pool has the member's claims, its pod another name.
+	if c, err := b.cs.CoreV1().PersistentVolumeClaims(b.ns).Get(cctx, name+"-workspace", metav1.GetOptions{}); err == nil {
+		if s := c.Annotations[AnnotationSession]; s != "" {
+			if p, err := b.podName(cctx, s); err != nil {
+				return fmt.Errorf("remove volume %s: %w", name, err)
+			} else if p != "" {
+				return fmt.Errorf("remove volume %s: %w by pod %s (stop and remove session %q first)", name, backend.ErrInUse, p, s)
+			}
+		}
 	}
 	claims := []string{name + "-workspace", name + "-state"}
 	for _, c := range claims {

@@ -33,6 +33,7 @@ type Client struct {
 	// callTimeout bounds short Docker API calls; streams live as long as the caller's context.
 	callTimeout time.Duration
 	pools       pools
+	poolEng     Pools // nil: the engine keeps no warm pools
 }
 
 type options struct {
@@ -77,6 +78,7 @@ func New(opts ...Option) (*Client, error) {
 		logger:      o.logger,
 		host:        o.host,
 		callTimeout: 30 * time.Second,
+		poolEng:     dockerPools{ctr: ctr, vol: vol},
 	}
 	c.pools.refill = !o.noRefill
 	return c, nil
@@ -93,7 +95,9 @@ func NewWithBackend(b Backend, opts ...Option) *Client {
 	if closer == nil {
 		closer = io.NopCloser(nil)
 	}
-	return &Client{ctr: b.Runtimes, vol: b.Storage, backend: b.Name, closer: closer, logger: o.logger, callTimeout: 30 * time.Second}
+	c := &Client{ctr: b.Runtimes, vol: b.Storage, poolEng: b.Pools, backend: b.Name, closer: closer, logger: o.logger, callTimeout: 30 * time.Second}
+	c.pools.refill = !o.noRefill
+	return c
 }
 
 // Close releases the client's connections to the engine (and the streams it keeps open to the

@@ -15,9 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/volume"
-	"github.com/docker/docker/errdefs"
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/internal/advice"
@@ -32,7 +29,8 @@ import (
 // container (atomic: of two starts, one gets it), creates the session's volumes as binds of the
 // member's (so that the session is found, recreated and removed by its own name) and refills
 // the pool. A claimed session is a session in every way: its history starts at 1, it snapshots,
-// stops, starts and is removed like any other. Docker only for now.
+// stops, starts and is removed like any other. Where pools and claims are kept is the engine's
+// part (Pools): Docker renames the container, Kubernetes relabels the pod and its claims.
 
 // poolPrefix begins the session names of pool members: ValidateName refuses it.
 const poolPrefix = "_pool."
@@ -97,8 +95,6 @@ func (p Pool) hash() (string, error) {
 	sum := sha256.Sum256([]byte(poolKey(st) + "\x00" + p.Preload))
 	return hex.EncodeToString(sum[:8]), nil
 }
-
-func poolVolume(name string) string { return "runtimectl_pool-" + name }
 
 var advisePools = advice.Words{Lib: "Client.Pools lists the pools", CLI: "`runtimectl pool ls` lists the pools"}
 
@@ -171,9 +167,9 @@ func (c *Client) closeConns() {
 
 const poolCacheTTL = 2 * time.Second
 
-func (c *Client) dockerOnly(what string) error {
-	if c.docker == nil || c.dvol == nil {
-		return fmt.Errorf("%w: %s: warm pools are on Docker only for now", ErrInvalid, what)
+func (c *Client) pooled(what string) error {
+	if c.poolEng == nil {
+		return fmt.Errorf("%w: %s: the %s backend keeps no warm pools", ErrInvalid, what, c.backend)
 	}
 	return nil
 }
@@ -181,7 +177,7 @@ func (c *Client) dockerOnly(what string) error {
 // SetPool creates the pool p, or changes it (members made with other settings are made again
 // by the next fill). It makes no member itself: FillPool does.
 func (c *Client) SetPool(ctx context.Context, p Pool) error {
-	if err := c.dockerOnly("pool " + p.Name); err != nil {
+	if err := c.pooled("pool " + p.Name); err != nil {
 		return err
 	}
 	if !poolRE.MatchString(p.Name) {
@@ -204,16 +200,8 @@ func (c *Client) SetPool(ctx context.Context, p Pool) error {
 		return err
 	}
 	raw, _ := json.Marshal(p)
-	api := c.dvol.API()
-	if err := api.VolumeRemove(ctx, poolVolume(p.Name), false); err != nil && !isNotFound(err) {
-		return fmt.Errorf("replace pool %s: %w", p.Name, err)
-	}
-	_, err = api.VolumeCreate(ctx, volume.CreateOptions{Name: poolVolume(p.Name), Labels: map[string]string{
-		containers.LabelPool: p.Name, containers.LabelRole: containers.RolePool, containers.LabelPoolConfig: string(raw),
-		containers.LabelSchema: containers.Schema,
-	}})
-	if err != nil {
-		return fmt.Errorf("create pool %s: %w", p.Name, err)
+	if err := c.poolEng.SavePool(ctx, p.Name, string(raw)); err != nil {
+		return err
 	}
 	c.pools.mu.Lock()
 	c.pools.at = time.Time{}
@@ -223,14 +211,14 @@ func (c *Client) SetPool(ctx context.Context, p Pool) error {
 
 // Pools returns the engine's pools with their members counted.
 func (c *Client) Pools(ctx context.Context) ([]PoolStatus, error) {
-	if err := c.dockerOnly("pools"); err != nil {
+	if err := c.pooled("pools"); err != nil {
 		return nil, err
 	}
 	ps, err := c.readPools(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ctrs, err := c.docker.List(ctx)
+	ctrs, err := c.ctr.List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -250,14 +238,14 @@ func (c *Client) Pools(ctx context.Context) ([]PoolStatus, error) {
 }
 
 func (c *Client) readPools(ctx context.Context) ([]Pool, error) {
-	r, err := c.dvol.API().VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", containers.LabelRole+"="+containers.RolePool))})
+	raw, err := c.poolEng.LoadPools(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list pools: %w", err)
+		return nil, err
 	}
 	var out []Pool
-	for _, v := range r.Volumes {
+	for _, r := range raw {
 		var p Pool
-		if err := json.Unmarshal([]byte(v.Labels[containers.LabelPoolConfig]), &p); err != nil || p.Name == "" {
+		if err := json.Unmarshal([]byte(r), &p); err != nil || p.Name == "" {
 			continue
 		}
 		out = append(out, p)
@@ -269,7 +257,7 @@ func (c *Client) readPools(ctx context.Context) ([]Pool, error) {
 // RemovePool removes the pool and the members no start has taken (also members left by a fill
 // that ran on after an earlier removal).
 func (c *Client) RemovePool(ctx context.Context, name string) error {
-	if err := c.dockerOnly("pool " + name); err != nil {
+	if err := c.pooled("pool " + name); err != nil {
 		return err
 	}
 	ps, err := c.readPools(ctx)
@@ -280,7 +268,7 @@ func (c *Client) RemovePool(ctx context.Context, name string) error {
 	for _, p := range ps {
 		found = found || p.Name == name
 	}
-	ctrs, err := c.docker.List(ctx)
+	ctrs, err := c.ctr.List(ctx)
 	if err != nil {
 		return err
 	}
@@ -288,8 +276,8 @@ func (c *Client) RemovePool(ctx context.Context, name string) error {
 	if !found && len(ms) == 0 {
 		return advice.Errorf("%w pool %q: %s", ErrNotFound, name, advisePools)
 	}
-	if err := c.dvol.API().VolumeRemove(ctx, poolVolume(name), false); err != nil && !isNotFound(err) {
-		return fmt.Errorf("remove pool %s: %w", name, err)
+	if err := c.poolEng.DeletePool(ctx, name); err != nil {
+		return err
 	}
 	var errs []error
 	for _, m := range ms {
@@ -314,10 +302,10 @@ func (c *Client) removeMember(ctx context.Context, member string) error {
 	if s := c.takeConn(member); s != nil {
 		s.Close()
 	}
-	if err := c.docker.Remove(ctx, member, true); err != nil {
+	if err := c.ctr.Remove(ctx, member, true); err != nil {
 		return err
 	}
-	return c.dvol.RemoveSession(ctx, member)
+	return c.vol.RemoveSession(ctx, member)
 }
 
 // FillPool brings the pool to its size: it removes the members that waited past the pool's TTL,
@@ -325,7 +313,7 @@ func (c *Client) removeMember(ctx context.Context, member string) error {
 // those past the size, then makes the missing ones, each ready (its interpreter answering)
 // before it counts. It returns how many it made and removed.
 func (c *Client) FillPool(ctx context.Context, name string) (made, removed int, err error) {
-	if err := c.dockerOnly("pool " + name); err != nil {
+	if err := c.pooled("pool " + name); err != nil {
 		return 0, 0, err
 	}
 	c.pools.fill.Lock()
@@ -347,7 +335,7 @@ func (c *Client) FillPool(ctx context.Context, name string) (made, removed int, 
 	if err != nil {
 		return 0, 0, err
 	}
-	ctrs, err := c.docker.List(ctx)
+	ctrs, err := c.ctr.List(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -389,7 +377,7 @@ func (c *Client) makeMember(ctx context.Context, p Pool, hash string) error {
 	if err := c.ctr.EnsureNetwork(ctx, st.Network); err != nil {
 		return err
 	}
-	if _, err := c.dvol.Create(ctx, name, st.Lang, st.Encode(), volumes.WithLabels(labels)); err != nil {
+	if _, err := c.vol.Create(ctx, name, st.Lang, st.Encode(), volumes.WithLabels(labels)); err != nil {
 		return err
 	}
 	cs := containerSpec(st)
@@ -402,11 +390,11 @@ func (c *Client) makeMember(ctx context.Context, p Pool, hash string) error {
 		defer cancel()
 		_ = c.removeMember(cctx, name)
 	}
-	if _, _, err := c.docker.CreateIfAbsent(ctx, cs); err != nil {
+	if _, _, err := c.ctr.CreateIfAbsent(ctx, cs); err != nil {
 		undo()
 		return err
 	}
-	if err := c.docker.Start(ctx, name); err != nil {
+	if err := c.ctr.Start(ctx, name); err != nil {
 		undo()
 		return err
 	}
@@ -421,7 +409,7 @@ func (c *Client) makeMember(ctx context.Context, p Pool, hash string) error {
 
 // poolFor returns the pool that serves a new session with settings st, if any.
 func (c *Client) poolFor(ctx context.Context, spec Spec, st Settings) (Pool, bool) {
-	if c.docker == nil || c.dvol == nil || len(spec.VolumeOpts) > 0 || len(spec.StateVolumeOpts) > 0 {
+	if c.poolEng == nil || len(spec.VolumeOpts) > 0 || len(spec.StateVolumeOpts) > 0 {
 		return Pool{}, false
 	}
 	c.pools.mu.Lock()
@@ -464,7 +452,7 @@ func (c *Client) claim(ctx context.Context, spec Spec, st Settings) (*Session, s
 	// for its containers (the labels say they are ready and of these settings); then the rest.
 	ms := c.keptMembers(p.Name, hash)
 	if len(ms) == 0 {
-		ctrs, err := c.docker.List(ctx)
+		ctrs, err := c.ctr.List(ctx)
 		if err != nil {
 			return nil, ""
 		}
@@ -497,38 +485,29 @@ func (c *Client) claim(ctx context.Context, spec Spec, st Settings) (*Session, s
 	return nil, ""
 }
 
-// adopt makes the member, which its agent says s's start has claimed, the session name: its
-// container renamed, its volumes bound to the member's, with the session's settings (the
-// member's, named name, made now, the start's owner and test run). On failure nothing of the
-// member or the session is left.
+// adopt makes the member, which its agent says s's start has claimed, the session name (the
+// engine's Adopt), with the session's settings: the member's, named name, made now, with the
+// start's owner and test run. On failure nothing of the member is left.
 func (c *Client) adopt(ctx context.Context, s *Session, member, name string, asked Settings) error {
-	err := c.docker.Rename(ctx, member, name)
-	renamed := err == nil
+	mv, err := c.vol.Inspect(ctx, member)
 	if err == nil {
-		var mv volumes.Volume
-		if mv, err = c.dvol.Inspect(ctx, member); err == nil {
-			var st Settings
-			if st, err = decodeSettings(mv.Settings); err == nil {
-				st.Session, st.Created, st.Owner, st.TestRun = name, time.Now().UTC(), asked.Owner, asked.TestRun
-				if _, err = c.dvol.CreateBound(ctx, name, st.Lang, st.Encode(), member); err == nil {
-					s.mu.Lock()
-					s.name = name
-					s.mu.Unlock()
-					return nil
-				}
+		var st Settings
+		if st, err = decodeSettings(mv.Settings); err == nil {
+			st.Session, st.Created, st.Owner, st.TestRun = name, time.Now().UTC(), asked.Owner, asked.TestRun
+			if err = c.poolEng.Adopt(ctx, member, name, st.Encode()); err == nil {
+				s.mu.Lock()
+				s.name = name
+				s.mu.Unlock()
+				return nil
 			}
 		}
 	}
 	s.Close()
+	// Claimed: no other start may take it. The engine's Adopt undid what it had done.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.callTimeout)
 	defer cancel()
-	if renamed {
-		_ = c.docker.Remove(cctx, name, true)
-		_ = c.dvol.RemoveSession(cctx, name) // the bound volumes, then the member's
-	} else {
-		_ = c.docker.Remove(cctx, member, true) // claimed: no other start may take it
-	}
-	_ = c.dvol.RemoveSession(cctx, member)
+	_ = c.ctr.Remove(cctx, member, true)
+	_ = c.vol.RemoveSession(cctx, member)
 	return err
 }
 
@@ -558,8 +537,6 @@ func (c *Client) WaitRefills() { c.pools.filling.Wait() }
 // isPoolMember says whether a session name is a pool member's.
 func isPoolMember(name string) bool { return strings.HasPrefix(name, poolPrefix) }
 
-func isNotFound(err error) bool { return errdefs.IsNotFound(err) }
-
 // gcPools takes the warm pools' members out of what GC looks at (they are not sessions) and,
 // with orphans, removes what no pool needs: members of a pool that is gone or that waited past
 // their pool's TTL, and member volumes that neither a member's container uses nor a claimed
@@ -586,7 +563,7 @@ func (c *Client) gcPools(ctx context.Context, o GCOptions, ctrs []containers.Inf
 		}
 		sessVols = append(sessVols, v)
 	}
-	if !o.Orphans || c.dvol == nil {
+	if !o.Orphans || c.poolEng == nil {
 		return sessCtrs, sessVols
 	}
 	ttl := map[string]time.Duration{}
@@ -615,7 +592,7 @@ func (c *Client) gcPools(ctx context.Context, o GCOptions, ctrs []containers.Inf
 		}
 		name := v.Session
 		do(GCAction{Session: name, Action: "remove pool member", Reason: "its volumes have no container, and no session claimed from its pool binds them"},
-			func() error { return c.dvol.RemoveSession(ctx, name) })
+			func() error { return c.vol.RemoveSession(ctx, name) })
 	}
 	return sessCtrs, sessVols
 }

@@ -74,12 +74,30 @@ type Storage interface {
 	List(ctx context.Context, withSize bool) ([]volumes.Volume, error)
 }
 
-// Backend is an engine for NewWithBackend: its runtimes and storage, its name (docker,
-// kubernetes) and what closes its connections.
+// Pools is what warm pools need of an engine beyond Runtimes and Storage: a place for the
+// pools' settings, and the move that makes a claimed member the session of another name. An
+// engine without it (Backend.Pools nil) has no pools.
+type Pools interface {
+	// SavePool records a pool's settings (JSON) under its name, replacing what was there.
+	SavePool(ctx context.Context, name, config string) error
+	// LoadPools returns every recorded pool's settings (JSON).
+	LoadPools(ctx context.Context) ([]string, error)
+	// DeletePool removes a pool's record; a missing one is removed already.
+	DeletePool(ctx context.Context, name string) error
+	// Adopt makes the runtime and volumes of pool member the session name's, with settings
+	// (JSON, the session's): from then on every Runtimes and Storage call finds them by name.
+	// Docker renames the container and binds new volumes to the member's; Kubernetes, which
+	// renames nothing, relabels the pod and the claims.
+	Adopt(ctx context.Context, member, name, settings string) error
+}
+
+// Backend is an engine for NewWithBackend: its runtimes and storage, its warm pools (nil where
+// it has none), its name (docker, kubernetes) and what closes its connections.
 type Backend struct {
 	Name     string
 	Runtimes Runtimes
 	Storage  Storage
+	Pools    Pools
 	Closer   io.Closer
 }
 

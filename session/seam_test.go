@@ -28,3 +28,5 @@ func dockerEnv(t *testing.T) seamtest.Env {
 func TestBackendLifecycleOnDocker(t *testing.T) { seamtest.Lifecycle(t, dockerEnv(t)) }
 
 func TestBackendVerbsOnDocker(t *testing.T) { seamtest.Verbs(t, dockerEnv(t)) }
+
+func TestBackendPoolsOnDocker(t *testing.T) { seamtest.Pools(t, dockerEnv(t)) }

@@ -7,6 +7,8 @@ package seamtest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
@@ -209,4 +211,137 @@ func Verbs(t *testing.T, e Env) {
 	require.NoError(t, err)
 	defer s.Close()
 	assert.Equal(t, "1\n", ExecOK(t, s, "echo $x").Stdout, "back after gc, with the restored state")
+}
+
+// Pools: a warm pool on the backend. Its members are made ahead and hidden from List; two
+// starts at once with the pool's settings take two members (their runtimes differ); a claimed
+// session's history starts at 1, it keeps its state across stop and start (the backend finds
+// the member's runtime and volumes by the session's name), is listed under its name, and leaves
+// no volume when removed; the starts refilled the pool; a start with other settings is made as
+// usual; removing the pool removes its members and leaves the sessions taken from it, whose
+// removal then leaves no member's volume.
+func Pools(t *testing.T, e Env) {
+	c, ctx := e.Client, context.Background()
+	l, image := bash()
+	// A memory limit no other test asks for: only this test's starts are served by the pool.
+	pool := session.Pool{Name: "tp" + randSuffix(), Lang: l, Image: image, Memory: 300 << 20, Size: 2}
+	require.NoError(t, c.SetPool(ctx, pool))
+	t.Cleanup(func() { _ = c.RemovePool(context.Background(), pool.Name) })
+	made, _, err := c.FillPool(ctx, pool.Name)
+	require.NoError(t, err)
+	assert.Equal(t, 2, made)
+	assert.Equal(t, 2, poolReady(t, c, pool.Name))
+	list, err := c.List(ctx)
+	require.NoError(t, err)
+	for _, in := range list {
+		assert.NotContains(t, in.Name, "_pool.", "List shows a pool member")
+	}
+
+	names := []string{e.Name(t), e.Name(t)}
+	sessions := make([]*session.Session, 2)
+	infos := make([]session.StartInfo, 2)
+	errs := make([]error, 2)
+	done := make(chan int)
+	for i := range names {
+		t.Cleanup(func() { _ = c.Remove(context.Background(), names[i], true) })
+		go func() {
+			sessions[i], infos[i], errs[i] = c.Start(ctx, session.Spec{Name: names[i], Lang: l, Image: image, Memory: 300 << 20})
+			done <- i
+		}()
+	}
+	<-done
+	<-done
+	for i := range names {
+		require.NoError(t, errs[i])
+		defer sessions[i].Close()
+		assert.Equal(t, pool.Name, infos[i].Pool, "start %d was not served from the pool", i)
+		assert.True(t, infos[i].Created)
+	}
+	r0, err := c.Runtimes().Inspect(ctx, names[0])
+	require.NoError(t, err)
+	r1, err := c.Runtimes().Inspect(ctx, names[1])
+	require.NoError(t, err)
+	assert.NotEqual(t, r0.ID, r1.ID, "two starts took the same member")
+	assert.Equal(t, names[0], r0.Session)
+
+	r := ExecOK(t, sessions[0], "x=41; echo $((x+1))")
+	assert.Equal(t, "42\n", r.Stdout)
+	assert.Equal(t, int64(1), r.Seq, "a claimed session's history starts at 1")
+	sessions[0].Close()
+
+	require.NoError(t, c.Stop(ctx, names[0]))
+	s, info, err := c.Start(ctx, session.Spec{Name: names[0]})
+	require.NoError(t, err)
+	defer s.Close()
+	assert.True(t, info.Started)
+	assert.Empty(t, info.Pool)
+	r = ExecOK(t, s, "echo $x")
+	assert.Equal(t, "41\n", r.Stdout, "the claimed session's state came back after stop and start")
+	assert.Equal(t, int64(2), r.Seq)
+	list, err = c.List(ctx)
+	require.NoError(t, err)
+	found := false
+	for _, in := range list {
+		found = found || in.Name == names[0]
+	}
+	assert.True(t, found, "the claimed session is listed under its name")
+
+	vols := func() []string {
+		vs, err := c.Storage().List(ctx, false)
+		require.NoError(t, err)
+		var out []string
+		for _, v := range vs {
+			out = append(out, v.Session)
+		}
+		return out
+	}
+	assert.Contains(t, vols(), names[0])
+	s.Close()
+	require.NoError(t, c.Remove(ctx, names[0], true))
+	_, err = c.Storage().Inspect(ctx, names[0])
+	assert.Error(t, err, "the removed session's volumes are left")
+	assert.NotContains(t, vols(), names[0])
+
+	c.WaitRefills()
+	assert.Equal(t, 2, poolReady(t, c, pool.Name), "the starts refilled the pool")
+
+	other := e.Name(t)
+	so := start(t, e, other, 0)
+	so.Close()
+	ri, err := c.Runtimes().Inspect(ctx, other)
+	require.NoError(t, err)
+	assert.Empty(t, ri.Labels["io.runtimectl.pool"], "a start with other settings was served from the pool")
+
+	require.NoError(t, c.RemovePool(ctx, pool.Name))
+	rs, err := c.Runtimes().List(ctx)
+	require.NoError(t, err)
+	for _, ri := range rs {
+		assert.NotContains(t, ri.Session, "_pool."+pool.Name+".", "a member is left")
+	}
+	r = ExecOK(t, sessions[1], "echo still")
+	assert.Equal(t, "still\n", r.Stdout, "the session taken from the removed pool stays")
+	sessions[1].Close()
+	require.NoError(t, c.Remove(ctx, names[1], true))
+	for _, v := range vols() {
+		assert.NotContains(t, v, "_pool."+pool.Name+".", "a member's volumes are left")
+	}
+}
+
+func poolReady(t *testing.T, c *session.Client, pool string) int {
+	t.Helper()
+	ps, err := c.Pools(context.Background())
+	require.NoError(t, err)
+	for _, p := range ps {
+		if p.Name == pool {
+			return p.Ready
+		}
+	}
+	t.Fatalf("no pool %s", pool)
+	return 0
+}
+
+func randSuffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
