@@ -73,18 +73,18 @@ func (f *Factory) Client() (*session.Client, error) {
 			level = slog.LevelDebug
 		}
 		logger := slog.New(slog.NewTextHandler(f.IO.Err, &slog.HandlerOptions{Level: level}))
+		opts := []session.Option{session.WithLogger(logger)}
+		if !f.Serving {
+			opts = append(opts, session.WithoutPoolRefill()) // the command starts a detached refill
+		}
 		switch f.backend() {
 		case backend.Docker:
-			opts := []session.Option{session.WithHost(f.Host), session.WithLogger(logger)}
-			if !f.Serving {
-				opts = append(opts, session.WithoutPoolRefill())
-			}
-			f.client, f.err = session.New(opts...)
+			f.client, f.err = session.New(append(opts, session.WithHost(f.Host))...)
 		case backend.Kubernetes:
 			var b *kube.Backend
 			b, f.err = kube.New(kube.Config{Kubeconfig: f.Kubeconfig, Namespace: f.Namespace, Options: kubeOptions(), Logger: logger})
 			if f.err == nil {
-				f.client = session.NewWithBackend(b.Session(), session.WithLogger(logger))
+				f.client = session.NewWithBackend(b.Session(), opts...)
 			}
 		default:
 			f.err = usagef("backend %q: use docker or kubernetes (--backend, or RUNTIMECTL_BACKEND)", f.backend())

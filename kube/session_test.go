@@ -251,6 +251,27 @@ func TestCLIOnKubernetes(t *testing.T) {
 	run(k, "session", "rm", "-f", "s")
 	stdout, _ = run(k, "session", "ls", "-q")
 	assert.NotContains(t, stdout, "s\n")
+	// A warm pool through the CLI: `pool set` fills it, a start with its settings takes the
+	// member (its pod keeps the member's name), and the detached refill (`pool fill`, given the
+	// command's --kubeconfig and --namespace) makes a new one.
+	run(k, "pool", "set", "kp", "--lang", "bash", "--size", "1", "--memory", "200m")
+	stdout, _ = run(k, "pool", "ls", "--json")
+	assert.Contains(t, stdout, `"ready": 1`)
+	run(k, "session", "start", "fp", "--lang", "bash", "--memory", "200m")
+	pods, err := kb.cs.CoreV1().Pods(kb.ns).List(ctx, metav1.ListOptions{LabelSelector: "io.runtimectl.session=fp"})
+	require.NoError(t, err)
+	require.Len(t, pods.Items, 1)
+	assert.NotEqual(t, PodName("fp"), pods.Items[0].Name, "the start was not served from the pool")
+	stdout, _ = run(k, "session", "exec", "fp", "echo from-pool")
+	assert.Equal(t, "from-pool\n", stdout)
+	require.Eventually(t, func() bool {
+		stdout, _ := run(k, "pool", "ls", "--json")
+		return strings.Contains(stdout, `"ready": 1`)
+	}, 2*time.Minute, time.Second, "the detached refill did not make a member")
+	run(k, "session", "rm", "-f", "fp")
+	run(k, "pool", "rm", "kp")
+	stdout, _ = run(k, "pool", "ls")
+	assert.NotContains(t, stdout, "kp")
 }
 
 // An unreachable cluster is exit 125 with the kubeconfig's server named.
