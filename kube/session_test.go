@@ -209,6 +209,20 @@ func TestCLIOnKubernetes(t *testing.T) {
 	if out, err := exec.Command("bash", append([]string{scriptPath("import.sh")}, refs...)...).CombinedOutput(); err != nil {
 		t.Fatalf("import the images: %v\n%s", err, out)
 	}
+	// The kubelet reports a node's images in its status at its next sync (every 10 s): doctor,
+	// below, reads them there.
+	require.Eventually(t, func() bool {
+		on, nodes, err := kb.ImagesOnNodes(context.Background(), refs)
+		if err != nil || nodes == 0 {
+			return false
+		}
+		for _, r := range refs {
+			if on[r] < nodes {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Minute, time.Second, "the node does not report the imported images")
 	bin := filepath.Join(t.TempDir(), "runtimectl")
 	out, err := exec.Command("go", "build", "-o", bin, "../cmd/runtimectl").CombinedOutput()
 	require.NoError(t, err, "%s", out)
