@@ -84,7 +84,11 @@ func (p *pools) DeletePool(ctx context.Context, name string) error {
 // Adopt makes the member's pod and claims the session name's: the session's NetworkPolicy made
 // first (so that the pod is never outside one), then the pod and both claims relabelled (the
 // pool's labels taken off the pod), the workspace claim given the session's settings, the
-// member's policy removed. When a step fails, the member's pod, claims and both policies are
+// member's policy removed. Kubernetes renames nothing, so no name is refused as Docker's rename
+// refuses one in use: Adopt checks that no other pod is the session, before and after its
+// relabel (two starts of one new name at once, each with a member: the one that sees the other
+// gives up, and its start makes the session the usual way, where the pod's name arbitrates).
+// When a step fails, the member's pod and claims, its policy and a policy this call made are
 // removed: nothing is left half claimed.
 func (p *pools) Adopt(ctx context.Context, member, name, settings string) (err error) {
 	b := p.b()
@@ -100,11 +104,15 @@ func (p *pools) Adopt(ctx context.Context, member, name, settings string) (err e
 	if err != nil {
 		return fmt.Errorf("claim pool member %s: %w", member, err)
 	}
+	madePolicy := false
 	defer func() {
 		if err != nil {
-			p.undo(context.WithoutCancel(ctx), pod.Name, vol.Name, member, name)
+			p.undo(context.WithoutCancel(ctx), pod.Name, vol.Name, member, name, madePolicy)
 		}
 	}()
+	if err := p.nameFree(ctx, name, pod.Name); err != nil {
+		return err
+	}
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
 	if !WantsNetwork(st.Network) {
@@ -112,6 +120,7 @@ func (p *pools) Adopt(ctx context.Context, member, name, settings string) (err e
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create the network policy of session %q: %w", name, b.classify(err))
 		}
+		madePolicy = err == nil
 	}
 	relabel := func(extraLabels, extraAnnotations map[string]any) []byte {
 		labels := map[string]any{containers.LabelSession: Key(name)}
@@ -130,6 +139,9 @@ func (p *pools) Adopt(ctx context.Context, member, name, settings string) (err e
 		relabel(map[string]any{containers.LabelPool: nil, containers.LabelPoolConfig: nil}, nil), metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("claim pool member %s: relabel pod %s: %w", member, pod.Name, b.classify(err))
 	}
+	if err := p.nameFree(ctx, name, pod.Name); err != nil {
+		return err
+	}
 	claims := map[string][]byte{
 		vol.Name + "-workspace": relabel(nil, map[string]any{AnnotationSettings: settings}),
 		vol.Name + "-state":     relabel(nil, nil),
@@ -146,21 +158,48 @@ func (p *pools) Adopt(ctx context.Context, member, name, settings string) (err e
 	return nil
 }
 
-// undo removes what a failed claim leaves: the member's pod and claims, both policies.
-func (p *pools) undo(ctx context.Context, pod, volume, member, name string) {
+// nameFree fails when a pod other than ours is the session name (by its name, or by label and
+// annotation), or when claims of the session's own name exist.
+func (p *pools) nameFree(ctx context.Context, name, ours string) error {
+	b := p.b()
+	cctx, cancel := context.WithTimeout(ctx, b.call)
+	defer cancel()
+	l, err := b.cs.CoreV1().Pods(b.ns).List(cctx, metav1.ListOptions{LabelSelector: containers.LabelSession + "=" + Key(name)})
+	if err != nil {
+		return fmt.Errorf("claim a pool member for session %q: %w", name, b.classify(err))
+	}
+	for _, q := range l.Items {
+		if q.Name != ours && q.Annotations[AnnotationSession] == name {
+			return fmt.Errorf("claim a pool member for session %q: pod %s is the session already (another start made it at the same time)", name, q.Name)
+		}
+	}
+	if c, err := b.cs.CoreV1().PersistentVolumeClaims(b.ns).Get(cctx, WorkspaceClaim(name), metav1.GetOptions{}); err == nil && c.Annotations[AnnotationSession] == name {
+		return fmt.Errorf("claim a pool member for session %q: its claim %s exists already (another start made it at the same time)", name, c.Name)
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("claim a pool member for session %q: %w", name, b.classify(err))
+	}
+	return nil
+}
+
+// undo removes what a failed claim leaves, each part even when another could not be: the
+// member's pod and claims, the member's policy, and the session's when this claim made it.
+func (p *pools) undo(ctx context.Context, pod, volume, member, name string, madePolicy bool) {
 	b := p.b()
 	ctx, cancel := context.WithTimeout(ctx, 2*b.call)
 	defer cancel()
 	if err := b.deleteAndWait(ctx, pod, 0); err != nil {
 		b.log.Warn("pool: remove a member whose claim failed", "pod", pod, "err", err)
-		return
 	}
 	for _, c := range []string{volume + "-workspace", volume + "-state"} {
 		if err := b.cs.CoreV1().PersistentVolumeClaims(b.ns).Delete(ctx, c, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			b.log.Warn("pool: remove a claim of a member whose claim failed", "claim", c, "err", err)
 		}
 	}
-	for _, s := range []string{member, name} {
+	policies := []string{member}
+	if madePolicy {
+		policies = append(policies, name)
+	}
+	for _, s := range policies {
 		if err := b.cs.NetworkingV1().NetworkPolicies(b.ns).Delete(ctx, PolicyName(s), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			b.log.Warn("pool: remove a policy of a member whose claim failed", "policy", PolicyName(s), "err", err)
 		}

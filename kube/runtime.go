@@ -29,6 +29,8 @@ func (b *Backend) Create(ctx context.Context, s backend.Spec) (backend.Info, err
 	// A session claimed from a warm pool mounts the claims of the member it was.
 	if v, err := (*Volumes)(b).Inspect(ctx, s.Session); err == nil && v.Name != VolumeName(s.Session) {
 		useClaims(pod, v.Name)
+	} else if err != nil && !errors.Is(err, backend.ErrNotFound) {
+		return backend.Info{}, fmt.Errorf("create pod for session %q: %w", s.Session, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()

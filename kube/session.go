@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runtimectl/runtimectl/backend"
 	"github.com/runtimectl/runtimectl/containers"
@@ -219,6 +220,15 @@ func (s *sessionStorage) Remove(ctx context.Context, name string) error {
 func (s *sessionStorage) RemoveSession(ctx context.Context, name string) error {
 	v, err := s.v().Inspect(ctx, name)
 	if errors.Is(err, backend.ErrNotFound) {
+		// No workspace claim: a state claim of the session's own name may be left (a removal
+		// that stopped between the two).
+		b := (*Backend)(s)
+		cctx, cancel := context.WithTimeout(ctx, b.call)
+		defer cancel()
+		c, err := b.cs.CoreV1().PersistentVolumeClaims(b.ns).Get(cctx, StateClaim(name), metav1.GetOptions{})
+		if err == nil && c.Annotations[AnnotationSession] == name {
+			return seam(s.v().Remove(ctx, VolumeName(name)))
+		}
 		return nil
 	}
 	if err != nil {

@@ -91,7 +91,9 @@ func (v *Volumes) Remove(ctx context.Context, name string) error {
 		return fmt.Errorf("remove volume %s: %w", name, b.classify(err))
 	}
 	// A session claimed from a warm pool has the member's claims, its pod another name.
-	if c, err := b.cs.CoreV1().PersistentVolumeClaims(b.ns).Get(cctx, name+"-workspace", metav1.GetOptions{}); err == nil {
+	if c, err := b.cs.CoreV1().PersistentVolumeClaims(b.ns).Get(cctx, name+"-workspace", metav1.GetOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove volume %s: %w", name, b.classify(err))
+	} else if err == nil {
 		if s := c.Annotations[AnnotationSession]; s != "" {
 			if p, err := b.podName(cctx, s); err != nil {
 				return fmt.Errorf("remove volume %s: %w", name, err)

@@ -39,7 +39,7 @@ const poolPrefix = "_pool."
 const DefaultPoolTTL = time.Hour
 
 // poolRE is what a pool's name may be (it goes into its members' container and volume names).
-var poolRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)
+var poolRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,29}[a-z0-9])?$`)
 
 // Pool is a warm pool's settings: what its members are (the settings a start must ask for to be
 // served from it: the language, image and limits here, every other setting at its default, no
@@ -181,7 +181,7 @@ func (c *Client) SetPool(ctx context.Context, p Pool) error {
 		return err
 	}
 	if !poolRE.MatchString(p.Name) {
-		return fmt.Errorf("%w pool name %q: use up to 31 lowercase letters, digits and dashes", ErrInvalid, p.Name)
+		return fmt.Errorf("%w pool name %q: use up to 31 lowercase letters, digits and dashes, beginning and ending with a letter or digit", ErrInvalid, p.Name)
 	}
 	if p.Size < 0 || p.Size > 500 {
 		return fmt.Errorf("%w pool size %d: give 0 to 500", ErrInvalid, p.Size)
@@ -342,7 +342,7 @@ func (c *Client) FillPool(ctx context.Context, name string) (made, removed int, 
 	ready := 0
 	for _, m := range members(ctrs, p.Name) {
 		stale := time.Since(m.Created) > p.ttl() || m.Labels[containers.LabelPoolConfig] != hash ||
-			(!m.Running && time.Since(m.Created) > time.Minute) || (m.Running && ready >= p.Size)
+			(!m.Running && time.Since(m.Created) > c.memberStartGrace()) || (m.Running && ready >= p.Size)
 		if !stale {
 			if m.Running {
 				ready++
@@ -361,6 +361,15 @@ func (c *Client) FillPool(ctx context.Context, name string) (made, removed int, 
 		made++
 	}
 	return made, removed, nil
+}
+
+// memberStartGrace is how long a member may take to run before a fill takes it for one that a
+// fill left unfinished: a container starts in seconds, a pod may wait for its image and claims.
+func (c *Client) memberStartGrace() time.Duration {
+	if c.ctr.CreateStarts() {
+		return 6 * time.Minute
+	}
+	return time.Minute
 }
 
 // makeMember makes one member of p and waits until its interpreter answers.

@@ -105,6 +105,8 @@ func TestPoolFillRemakesMembersPastTheirTTL(t *testing.T) {
 
 	err = c.SetPool(ctx, session.Pool{Name: "Bad_Name", Size: 1})
 	assert.ErrorIs(t, err, session.ErrInvalid)
+	err = c.SetPool(ctx, session.Pool{Name: "ends-", Size: 1})
+	assert.ErrorIs(t, err, session.ErrInvalid, "not a valid Kubernetes name")
 	err = c.SetPool(ctx, session.Pool{Name: "b", Lang: "bash", Size: 1, Preload: "x=1"})
 	assert.ErrorIs(t, err, session.ErrInvalid, "a preload is for Python only")
 	_, _, err = c.FillPool(ctx, "no-such-pool")

@@ -223,8 +223,9 @@ func Verbs(t *testing.T, e Env) {
 func Pools(t *testing.T, e Env) {
 	c, ctx := e.Client, context.Background()
 	l, image := bash()
-	// A memory limit no other test asks for: only this test's starts are served by the pool.
-	pool := session.Pool{Name: "tp" + randSuffix(), Lang: l, Image: image, Memory: 300 << 20, Size: 2}
+	// A memory limit no other test of any package asks for (their tests run at once on one
+	// engine): only this test's starts are served by the pool.
+	pool := session.Pool{Name: "tp" + randSuffix(), Lang: l, Image: image, Memory: 290 << 20, Size: 2}
 	require.NoError(t, c.SetPool(ctx, pool))
 	t.Cleanup(func() { _ = c.RemovePool(context.Background(), pool.Name) })
 	made, _, err := c.FillPool(ctx, pool.Name)
@@ -245,7 +246,7 @@ func Pools(t *testing.T, e Env) {
 	for i := range names {
 		t.Cleanup(func() { _ = c.Remove(context.Background(), names[i], true) })
 		go func() {
-			sessions[i], infos[i], errs[i] = c.Start(ctx, session.Spec{Name: names[i], Lang: l, Image: image, Memory: 300 << 20})
+			sessions[i], infos[i], errs[i] = c.Start(ctx, session.Spec{Name: names[i], Lang: l, Image: image, Memory: 290 << 20})
 			done <- i
 		}()
 	}
