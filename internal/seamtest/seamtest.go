@@ -71,6 +71,10 @@ func Lifecycle(t *testing.T, e Env) {
 	name := e.Name(t)
 	s := start(t, e, name, 0)
 	ExecOK(t, s, "x=41; arr=(a b)")
+	// The result comes before the snapshot that follows it is written (its state is "pending"):
+	// a kill at once could land before it. Wait for a snapshot, as the state to bring back.
+	_, err := s.Snapshot(ctx)
+	require.NoError(t, err)
 	s.Close() // as a command's handle ends; the next command opens its own
 
 	e.Kill(t, name)
