@@ -232,6 +232,7 @@ class _ChunkWriter:
         self.fd = fd
         self.stop_at = stop_at  # time.monotonic() deadline, checked between partial writes
         self.in_write = False
+        self.expired = False    # the deadline was met: the SIGALRM that follows must not raise
         self.bytes = 0
         self.head = None        # header of the chunk being written, while one is
         self.total = 0          # len(header) + payload of that chunk
@@ -245,6 +246,7 @@ class _ChunkWriter:
         try:
             while mv:
                 if self.stop_at is not None and time.monotonic() >= self.stop_at:
+                    self.expired = True
                     raise _SnapshotTimeout()
                 try:
                     n = os.write(self.fd, mv)
@@ -1137,7 +1139,10 @@ class Kernel:
         writer = _ChunkWriter(SNAP_FD, stop_at=t0 + budget)
 
         def on_alarm(signum, frame):
-            if not writer.in_write:       # inside a write the deadline check takes over
+            # Inside a write the deadline check takes over; once it has raised, the alarm of
+            # the same moment must not raise again inside the handler that ends the pass.
+            if not writer.in_write and not writer.expired:
+                writer.expired = True
                 raise _SnapshotTimeout()
         signal.signal(signal.SIGALRM, on_alarm)
         signal.alarm(budget)
