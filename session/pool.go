@@ -169,7 +169,7 @@ const poolCacheTTL = 2 * time.Second
 
 func (c *Client) pooled(what string) error {
 	if c.poolEng == nil {
-		return fmt.Errorf("%w: %s: the %s backend keeps no warm pools", ErrInvalid, what, c.backend)
+		return fmt.Errorf("%w: %s: the %s backend keeps no warm pools (its session.Backend has no Pools); use the docker or kubernetes backend", ErrInvalid, what, c.backend)
 	}
 	return nil
 }
