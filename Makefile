@@ -7,7 +7,7 @@ BASE ?= debian:bookworm-slim
 DEMO ?= demo
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: help build agent base-image images demo test test-short test-python test-kernels fuzz soak bench lint fmt tidy-check clean kube-up kube-down
+.PHONY: help build agent base-image images demo test test-deps test-short test-python test-kernels fuzz soak bench lint fmt tidy-check clean kube-up kube-down
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -29,7 +29,10 @@ demo: images ## the main job: build the images, start a session, run code in it
 	bin/runtimectl session ls
 	@echo "the session '$(DEMO)' is running: try bin/runtimectl session exec $(DEMO) 'df'; remove it with bin/runtimectl session rm $(DEMO) --force"
 
-test: images ## lint, then every test, unit and integration (needs Docker; builds the images from the Dockerfiles)
+test-deps: ## check for, and as root on Debian install, every package the tests use (scripts/test-deps.sh)
+	bash scripts/test-deps.sh
+
+test: test-deps images ## set up what the tests need, lint, then every test, unit and integration (builds the images from the Dockerfiles)
 	$(MAKE) lint
 	$(GO) test -count=1 -timeout 40m ./...
 	$(MAKE) fuzz FUZZTIME=30000x

@@ -2,7 +2,7 @@
 // and storage of its own under a temporary directory, with the session images loaded from the
 // Docker engine (`docker save | podman load`). Everything it starts and creates (the service,
 // its conmon processes, the rootless user, the storage) is stopped and removed at the end of the
-// test. It needs root and Debian's podman, catatonit and uidmap (.ci/run installs them).
+// test. It needs root and Debian's podman, catatonit and uidmap (scripts/test-deps.sh installs them).
 package podmantest
 
 import (
@@ -45,7 +45,7 @@ func Need(t testing.TB) {
 		missing = append(missing, "catatonit")
 	}
 	if len(missing) > 0 {
-		t.Fatalf("the Podman tests need %s: apt-get install podman catatonit uidmap (.ci/run does)", strings.Join(missing, ", "))
+		t.Fatalf("the Podman tests need %s: apt-get install podman catatonit uidmap (scripts/test-deps.sh, which make test runs, does)", strings.Join(missing, ", "))
 	}
 	if os.Getuid() != 0 {
 		t.Fatal("the Podman tests need root: they start a rootful service and create a user for the rootless one")
