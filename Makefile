@@ -56,7 +56,7 @@ test-short: ## unit tests only, no Docker
 FUZZTIME ?= 2m
 fuzz: ## run every fuzz target for FUZZTIME each (make test: 30000 inputs each)
 	@set -e; out=$$(mktemp); trap 'rm -f $$out' EXIT; \
-	for pkg in ./execproto ./agent ./history ./snapshot; do \
+	for pkg in ./execproto ./agent ./history ./snapshot ./mcpserver; do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "fuzz $$pkg $$t"; \
 	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg >$$out 2>&1 || { tail -40 $$out; exit 1; }; \

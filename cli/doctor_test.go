@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/lang"
 )
@@ -62,7 +63,9 @@ func TestDoctorAndVersionWithTheEngine(t *testing.T) {
 	for _, l := range lines {
 		assert.True(t, strings.HasPrefix(l, "OK    "), l)
 	}
-	assert.Contains(t, stdout, "image runtimectl/node:latest: present, carries the agent")
+	node, err := lang.Get("node")
+	require.NoError(t, err)
+	assert.Contains(t, stdout, "image "+images.Ref(node)+": present, carries the agent", "the images of RUNTIMECTL_IMAGE_TAG")
 
 	code, stdout, stderr = runCLI(t, "", "version")
 	assert.Equal(t, 0, code, stderr)

@@ -144,7 +144,7 @@ func serveRun(ctx context.Context, o *ServeOptions) error {
 		level = slog.LevelDebug
 	}
 	cfg := o.Limits
-	cfg.Client, cfg.Tokens = cl, tokens
+	cfg.Client, cfg.Tokens, cfg.Version = cl, tokens, Version
 	cfg.Logger = slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: level}))
 	srv, err := server.New(cfg)
 	if err != nil {
@@ -172,6 +172,7 @@ func serveRun(ctx context.Context, o *ServeOptions) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
+	hs.RegisterOnShutdown(srv.Drain)
 	where := scheme + "://" + ln.Addr().String()
 	if network == "unix" {
 		where = "unix://" + addr

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/session"
@@ -47,17 +48,7 @@ one that differs is refused (exit 2), naming it.`,
 			if err := validName(o.Spec.Name); err != nil {
 				return err
 			}
-			// Flags not given ask for nothing: an existing session keeps its settings, and
-			// only flags given that differ from them are refused (ErrConflict).
-			fl := c.Flags()
-			for name, zero := range map[string]func(){
-				"lang": func() { o.Spec.Lang = "" }, "network": func() { o.Spec.Network = "" },
-				"snapshot": func() { o.Spec.Snapshot = "" }, "keep-snapshots": func() { o.Spec.KeepSnapshots = 0 },
-			} {
-				if !fl.Changed(name) {
-					zero()
-				}
-			}
+			sessionFlagsGiven(c.Flags(), &o.Spec)
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -65,22 +56,43 @@ one that differs is refused (exit 2), naming it.`,
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&o.Spec.Lang, "lang", "python", "language: "+strings.Join(lang.Names(), ", "))
-	fl.StringVar(&o.Spec.Image, "image", "", "image to run (default: runtimectl's image for --lang)")
-	fl.Var(sizeValue{&o.Spec.Memory}, "memory", "memory limit, no swap (default 2g)")
-	fl.Float64Var(&o.Spec.CPUs, "cpus", 0, "CPU limit, in CPUs (default 1)")
-	fl.Int64Var(&o.Spec.Pids, "pids", 0, "process limit (default 512)")
-	fl.StringVar(&o.Spec.Network, "network", "none", "network: none or bridge")
-	fl.StringArrayVar(&o.Spec.Env, "env", nil, "environment variable KEY=VALUE (repeatable)")
-	fl.StringVar(&o.Spec.Snapshot, "snapshot", "every", "snapshot policy: every (after each state-changing execution) or manual")
-	fl.IntVar(&o.Spec.KeepSnapshots, "keep-snapshots", 10, "snapshots to keep")
-	fl.Var(sizeValue{&o.Spec.Disk}, "disk", "cap on the workspace's size: past it executions are refused (default 10g)")
-	fl.Var(sizeValue{&o.Spec.MaxOutput}, "max-output", "output delivered per stream and execution (default 4m)")
-	fl.Var(durationValue{&o.Spec.TTL}, "ttl", "record a lifetime: `session gc` (and `runtimectl serve`) removes the session once it has been idle this long")
-	fl.Var(durationValue{&o.Spec.IdleStop}, "idle-stop", "record an idle policy: `session gc` stops the session after this long without an execution")
+	addSessionFlags(fl, &o.Spec)
 	fl.BoolVar(&o.Upgrade, "upgrade", false, "move an existing session to the current image of its reference, restoring its state there")
-	fl.StringVar(&o.Spec.Runtime, "runtime", "", "OCI runtime for the container, e.g. runsc (gVisor) for stronger isolation")
 	return c
+}
+
+// addSessionFlags adds the settings flags of `session start` (--lang, limits, network, env,
+// snapshots, ttl...) to fl, into spec: every command that makes sessions (start, mcp) takes
+// them. Call sessionFlagsGiven once the flags are parsed.
+func addSessionFlags(fl *pflag.FlagSet, spec *session.Spec) {
+	fl.StringVar(&spec.Lang, "lang", "python", "language: "+strings.Join(lang.Names(), ", "))
+	fl.StringVar(&spec.Image, "image", "", "image to run (default: runtimectl's image for --lang)")
+	fl.Var(sizeValue{&spec.Memory}, "memory", "memory limit, no swap (default 2g)")
+	fl.Float64Var(&spec.CPUs, "cpus", 0, "CPU limit, in CPUs (default 1)")
+	fl.Int64Var(&spec.Pids, "pids", 0, "process limit (default 512)")
+	fl.StringVar(&spec.Network, "network", "none", "network: none or bridge")
+	fl.StringArrayVar(&spec.Env, "env", nil, "environment variable KEY=VALUE (repeatable)")
+	fl.StringVar(&spec.Snapshot, "snapshot", "every", "snapshot policy: every (after each state-changing execution) or manual")
+	fl.IntVar(&spec.KeepSnapshots, "keep-snapshots", 10, "snapshots to keep")
+	fl.Var(sizeValue{&spec.Disk}, "disk", "cap on the workspace's size: past it executions are refused (default 10g)")
+	fl.Var(sizeValue{&spec.MaxOutput}, "max-output", "output delivered per stream and execution (default 4m)")
+	fl.Var(durationValue{&spec.TTL}, "ttl", "record a lifetime: `session gc` (and `runtimectl serve`) removes the session once it has been idle this long")
+	fl.Var(durationValue{&spec.IdleStop}, "idle-stop", "record an idle policy: `session gc` stops the session after this long without an execution")
+	fl.StringVar(&spec.Runtime, "runtime", "", "OCI runtime for the container, e.g. runsc (gVisor) for stronger isolation")
+}
+
+// sessionFlagsGiven clears the settings whose flags were not given, so that they ask for
+// nothing: an existing session keeps its settings, and only flags given that differ from them
+// are refused (ErrConflict).
+func sessionFlagsGiven(fl *pflag.FlagSet, spec *session.Spec) {
+	for name, zero := range map[string]func(){
+		"lang": func() { spec.Lang = "" }, "network": func() { spec.Network = "" },
+		"snapshot": func() { spec.Snapshot = "" }, "keep-snapshots": func() { spec.KeepSnapshots = 0 },
+	} {
+		if !fl.Changed(name) {
+			zero()
+		}
+	}
 }
 
 func startRun(ctx context.Context, o *StartOptions) error {

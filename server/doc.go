@@ -11,8 +11,10 @@
 // that does not exist; an admin token sees every session. Bodies and responses are JSON with the
 // field names of `runtimectl ... --json`; an execution streams newline-delimited JSON events when
 // the request accepts application/x-ndjson. The routes are documented in openapi.json (served at
-// /openapi.json), and a test keeps the two the same.
+// /openapi.json), and a test keeps the two the same. /mcp serves the Model Context Protocol
+// (streamable HTTP, package mcpserver) behind the same tokens: each token has its own MCP
+// server, which reaches the sessions the token reaches here.
 //
-// This package imports the session library (and through it nothing of Docker's SDK), net/http
-// and Prometheus' client library for /metrics.
+// This package imports the session library (and through it nothing of Docker's SDK), mcpserver
+// and the MCP SDK, net/http and Prometheus' client library for /metrics.
 package server

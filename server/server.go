@@ -36,6 +36,8 @@ type Config struct {
 	// OwnerTTL is how long the server trusts what it read of a session's owner (default 5 s);
 	// routes that change a session read it afresh.
 	OwnerTTL time.Duration
+	// Version is the server's version, as the MCP handshake gives it.
+	Version string
 	// SweepEvery is how often Sweep applies the sessions' own --ttl and --idle-stop (and
 	// removes what ended test processes left); default 1 min.
 	SweepEvery time.Duration
@@ -52,10 +54,14 @@ type Server struct {
 	running map[string]int // executions running per token name
 	handles map[string]*session.Session
 	owners  map[string]ownerEntry
+	mcps    map[string]*mcpEndpoint // per token: see serveMCP
 
 	// detach is closed when the server shuts down: streams end, executions go on.
 	detach     chan struct{}
 	detachOnce sync.Once
+	// draining is closed when the server begins to stop (Drain).
+	draining  chan struct{}
+	drainOnce sync.Once
 }
 
 type ownerEntry struct {
@@ -99,12 +105,15 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(),
 		running: map[string]int{}, handles: map[string]*session.Session{}, owners: map[string]ownerEntry{},
-		detach: make(chan struct{}),
+		mcps: map[string]*mcpEndpoint{}, detach: make(chan struct{}), draining: make(chan struct{}),
 	}
 	s.metrics = newMetrics(cfg.Client)
 	for _, rt := range s.routes() {
 		s.mux.HandleFunc(rt.method+" "+rt.pattern, s.wrap(rt))
 	}
+	// The MCP endpoint takes GET, POST and DELETE (the SDK answers each); not a JSON route, so
+	// not in openapi.json.
+	s.mux.HandleFunc(MCPPath, s.wrap(route{"ANY", MCPPath, true, s.serveMCP}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := s.authenticate(r); !ok {
 			unauthorized(w)
@@ -147,13 +156,23 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // down calls it once its grace period is over.
 func (s *Server) Detach() { s.detachOnce.Do(func() { close(s.detach) }) }
 
-// Close closes the server's handles on sessions; the sessions go on running.
+// Drain ends the streams that only wait for notifications (an MCP client's GET of /mcp): a
+// server that begins to stop calls it (http.Server.RegisterOnShutdown), so that its shutdown
+// waits only for the requests that run.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
+
+// Close closes the server's handles on sessions and its MCP servers; the sessions go on
+// running.
 func (s *Server) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for n, h := range s.handles {
 		h.Close()
 		delete(s.handles, n)
+	}
+	for k, ep := range s.mcps {
+		ep.srv.Close()
+		delete(s.mcps, k)
 	}
 }
 

@@ -86,12 +86,8 @@ func (c *Client) Context(ctx context.Context, name string, o ContextOptions) (*S
 	if sum.Vars == nil {
 		sum.Vars = []execproto.Var{}
 	}
-	conn, _, err := s.client(ctx)
+	files, err := s.Files(ctx)
 	if err != nil {
-		return nil, err
-	}
-	var files execproto.FilesReply
-	if err := conn.Call(ctx, execproto.Request{Op: execproto.OpFiles}, &files); err != nil {
 		return nil, err
 	}
 	if len(files.Files) > o.Files {

@@ -1,18 +1,12 @@
 package session_test
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
-	"net"
 	"net/http"
-	"os/exec"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,52 +15,10 @@ import (
 	"github.com/runtimectl/runtimectl/session"
 )
 
-// wheel builds a pure-Python wheel of one module whose VALUE is value.
-func wheel(t *testing.T, name string, value int) []byte {
-	t.Helper()
-	files := map[string]string{
-		name + "/__init__.py":            fmt.Sprintf("VALUE = %d\n", value),
-		name + "-1.0.dist-info/METADATA": fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n", name),
-		name + "-1.0.dist-info/WHEEL":    "Wheel-Version: 1.0\nGenerator: runtimectl-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-	}
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	var record strings.Builder
-	for path, content := range files {
-		w, err := zw.Create(path)
-		require.NoError(t, err)
-		_, err = w.Write([]byte(content))
-		require.NoError(t, err)
-		sum := sha256.Sum256([]byte(content))
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", path, base64.RawURLEncoding.EncodeToString(sum[:]), len(content))
-	}
-	rec := name + "-1.0.dist-info/RECORD"
-	fmt.Fprintf(&record, "%s,,\n", rec)
-	w, err := zw.Create(rec)
-	require.NoError(t, err)
-	_, err = w.Write([]byte(record.String()))
-	require.NoError(t, err)
-	require.NoError(t, zw.Close())
-	return buf.Bytes()
-}
-
 // localIndex serves wheels as a PEP 503 simple index on all addresses of the host, and returns
 // its URL as the engine's default bridge reaches the host (its gateway), and that host.
 func localIndex(t *testing.T, wheels map[string][]byte) (string, string) {
 	t.Helper()
-	out, err := exec.Command("docker", "network", "inspect", "bridge", "-f", "{{(index .IPAM.Config 0).Gateway}},{{(index .IPAM.Config 0).Subnet}}").Output()
-	require.NoError(t, err)
-	gw, subnet, _ := strings.Cut(strings.TrimSpace(string(out)), ",")
-	if gw == "" || gw == "<no value>" {
-		// The engine gives the bridge the first address of its subnet when none is configured.
-		ip, _, err := net.ParseCIDR(subnet)
-		require.NoError(t, err, "bridge subnet %q", subnet)
-		ip = ip.To4()
-		ip[3]++
-		gw = ip.String()
-	}
-	ln, err := net.Listen("tcp", "0.0.0.0:0")
-	require.NoError(t, err)
 	mux := http.NewServeMux()
 	for name, data := range wheels {
 		file := name + "-1.0-py3-none-any.whl"
@@ -76,11 +28,8 @@ func localIndex(t *testing.T, wheels map[string][]byte) (string, string) {
 		})
 		mux.HandleFunc("/files/"+file, func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(data) })
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	port := ln.Addr().(*net.TCPAddr).Port
-	return fmt.Sprintf("http://%s:%d/simple", gw, port), gw
+	base, gw := testenv.ServeOnBridge(t, mux)
+	return base + "/simple", gw
 }
 
 // Packages at runtime: `session install` from a local index puts a package into the session's
@@ -90,7 +39,7 @@ func localIndex(t *testing.T, wheels map[string][]byte) (string, string) {
 func TestInstallPackagesAtRuntime(t *testing.T) {
 	c := testenv.Client(t)
 	ctx := context.Background()
-	index, host := localIndex(t, map[string][]byte{"tinypkg": wheel(t, "tinypkg", 42), "otherpkg": wheel(t, "otherpkg", 7)})
+	index, host := localIndex(t, map[string][]byte{"tinypkg": testenv.Wheel(t, "tinypkg", 42), "otherpkg": testenv.Wheel(t, "otherpkg", 7)})
 	s := testenv.Start(t, c, session.Spec{})
 	name := s.Name()
 	run := func(code string) *session.Result {

@@ -493,6 +493,18 @@ func (s *Session) Vars(ctx context.Context) (execproto.VarsReply, error) {
 	return rep, err
 }
 
+// Files lists the workspace's files (not the runtime's state), newest first and at most 200 of
+// them, with the count and the size of all.
+func (s *Session) Files(ctx context.Context) (execproto.FilesReply, error) {
+	var rep execproto.FilesReply
+	conn, _, err := s.client(ctx)
+	if err != nil {
+		return rep, err
+	}
+	err = conn.Call(ctx, execproto.Request{Op: execproto.OpFiles}, &rep)
+	return rep, err
+}
+
 // CopyTo copies a host file or folder into the session (see Client.CopyTo).
 func (s *Session) CopyTo(ctx context.Context, src, dst string) error {
 	return s.c.CopyTo(ctx, s.name, src, dst)
