@@ -12,9 +12,10 @@ export TESTCONTAINERS_RYUK_DISABLED := true
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-build: ## build bin/runtimectl and bin/runtime-agent (static, linux)
+build: ## build bin/runtimectl, bin/runtime-agent and bin/runtime-egress (static, linux)
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' -o bin/runtimectl ./cmd/runtimectl
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -buildvcs=false -ldflags '-s -w' -o bin/runtime-agent ./cmd/runtime-agent
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -buildvcs=false -ldflags '-s -w' -o bin/runtime-egress ./cmd/runtime-egress
 
 base-image: ## make sure $(BASE) exists locally: present, pulled, or made with debootstrap from Debian's packages
 	bash scripts/base-image.sh $(BASE)
@@ -56,7 +57,7 @@ test-short: ## unit tests only, no Docker
 FUZZTIME ?= 2m
 fuzz: ## run every fuzz target for FUZZTIME each (make test: 30000 inputs each)
 	@set -e; out=$$(mktemp); trap 'rm -f $$out' EXIT; \
-	for pkg in ./execproto ./agent ./history ./snapshot ./mcpserver; do \
+	for pkg in ./execproto ./agent ./history ./snapshot ./mcpserver ./egress ./egress/proxy; do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "fuzz $$pkg $$t"; \
 	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg >$$out 2>&1 || { tail -40 $$out; exit 1; }; \

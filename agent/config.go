@@ -38,8 +38,10 @@ type Config struct {
 	Settings []byte
 	// Preload is code the interpreter runs at each start, before the restore (contract.Settings).
 	Preload string
-	Version string
-	Logger  *slog.Logger
+	// KernelEnv is added to the interpreter's environment, after the container's (egress).
+	KernelEnv []string
+	Version   string
+	Logger    *slog.Logger
 }
 
 func (c *Config) setDefaults() {

@@ -210,7 +210,7 @@ func kernelEnv(cfg Config) []string {
 	if cfg.Preload != "" {
 		env = append(env, "RUNTIMECTL_PRELOAD="+cfg.Preload) // the driver takes it out of its environment
 	}
-	return env
+	return append(env, cfg.KernelEnv...) // later entries win (os/exec keeps the last of a key)
 }
 
 func (k *kernel) readEvents(r *os.File) {

@@ -71,6 +71,47 @@ const (
 	FlagUID     = "uid"
 )
 
+// Egress: a session started with allowed hosts (`--allow-host`) has loopback as its only
+// network; its agent relays the proxy port, DNS and the allowed names' ports there to the
+// session's egress proxy (package egress), which runs in a container (a pod) of its own.
+const (
+	// EgressBinary is where the egress image puts the proxy (cmd/runtime-egress).
+	EgressBinary = "/usr/local/bin/runtime-egress"
+	// EgressDir is where the proxy's socket is, on a volume that only the proxy's container and
+	// the session's agent mount (Docker): under the agent's own 0700 folder.
+	EgressDir = "/run/runtimectl/egress"
+	// EgressSocket is the proxy's socket in EgressDir.
+	EgressSocket = EgressDir + "/proxy.sock"
+	// EgressProxyEnv tells the agent where its relay reaches the proxy: unix:PATH (the default,
+	// EgressSocket) or tcp:HOST:PORT (Kubernetes).
+	EgressProxyEnv = "RUNTIMECTL_EGRESS_PROXY"
+	// EgressTrustDir (a small tmpfs the session user can read) holds EgressTrustBundle: the
+	// system's CA certificates and the session's egress CA, which the agent writes when the
+	// session has secret headers.
+	EgressTrustDir    = "/run/runtimectl-trust"
+	EgressTrustBundle = EgressTrustDir + "/ca-bundle.pem"
+	// EgressProxyURL is the session's HTTP(S)_PROXY: the agent's relay on loopback.
+	EgressProxyURL = "http://127.0.0.1:3128"
+)
+
+// EgressEnv is the environment the agent gives the interpreter of a session with allowed
+// hosts: the proxy for the tools that read it (pip, curl, requests, git), and with a trust
+// bundle, the bundle for the tools that take one (so that they accept the certificates the
+// proxy makes for the secret hosts).
+func EgressEnv(bundle bool) []string {
+	env := []string{
+		"HTTP_PROXY=" + EgressProxyURL, "http_proxy=" + EgressProxyURL,
+		"HTTPS_PROXY=" + EgressProxyURL, "https_proxy=" + EgressProxyURL,
+		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
+	}
+	if bundle {
+		for _, k := range []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS"} {
+			env = append(env, k+"="+EgressTrustBundle)
+		}
+	}
+	return env
+}
+
 // ConnectCommand is the argv the controller execs in a session's container to reach its agent.
 func ConnectCommand() []string { return []string{AgentBinary, AgentConnect} }
 
@@ -172,6 +213,13 @@ type Settings struct {
 	// imports are loaded): what a warm pool's members were started with (`runtimectl pool set
 	// --preload`). Python sessions only.
 	Preload string `json:"preload,omitempty"`
+	// AllowHosts are the destinations the session may reach by name through its egress proxy
+	// (`--allow-host`, canonical: egress.CanonicalAllowHosts); empty: no egress proxy, and the
+	// session's Network applies.
+	AllowHosts []string `json:"allow_hosts,omitempty"`
+	// SecretHeaders are the `--secret-header` specs (HOST=HEADER:SOURCE, canonical): where the
+	// controller takes each value from, never the value.
+	SecretHeaders []string `json:"secret_headers,omitempty"`
 	// Read by the agent only, for tests and tuning; zero values take the agent's defaults.
 	GraceMs         int64 `json:"grace_ms,omitempty"`
 	SnapshotBudgetS int64 `json:"snapshot_budget_s,omitempty"`

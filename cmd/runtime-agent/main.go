@@ -97,6 +97,14 @@ func serve(args []string) int {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
+	if len(st.AllowHosts) > 0 {
+		env, err := agent.StartEgress(ctx, st.AllowHosts, os.Getenv(contract.EgressProxyEnv), logger)
+		if err != nil {
+			logger.Error("egress", "err", err)
+			return 1
+		}
+		cfg.KernelEnv = env
+	}
 	a, err := agent.New(cfg)
 	if err != nil {
 		logger.Error("start", "err", err)
