@@ -28,6 +28,7 @@ type kernelEvent struct {
 	Changed  *bool               `json:"changed"`
 	Restored []string            `json:"restored"`
 	Failed   []execproto.Skipped `json:"failed"`
+	Copies   []execproto.Skipped `json:"copies"`
 	Info     map[string]string   `json:"info"`
 	Message  string              `json:"message"`
 	raw      []byte

@@ -103,6 +103,19 @@ func historyOf(t *testing.T, s *stubAgent) []history.Execution {
 	return execs
 }
 
+// What a driver says came back as a copy reaches the caller with the rest of the restore.
+func TestRestoreSaysWhatCameBackAsACopy(t *testing.T) {
+	s := startStub(t, stubConfig(t))
+	c := s.client(t)
+	execStub(t, c, "set with-copies", 0)
+	drain(t, c)
+	r := execStub(t, c, "die", 0)
+	require.NotNil(t, r.Restored)
+	require.Len(t, r.Restored.Copies, 1)
+	assert.Equal(t, "v", r.Restored.Copies[0].Name)
+	assert.Contains(t, r.Restored.Copies[0].Reason, "came back as a copy")
+}
+
 // A snapshot whose load kills the interpreter is tried maxRestoreFailures times, then passed
 // over for the one before it; the caller is told which state came back.
 func TestRestoreThatKillsTheInterpreterFallsBackToAnOlderSnapshot(t *testing.T) {

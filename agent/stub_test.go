@@ -45,7 +45,8 @@ import (
 //
 // A state of "fail-snapshot" makes snapshots fail, "slow-snapshot" makes the driver hang in
 // its snapshot, "vars-hang" keeps it from answering a variables request; a snapshot holding
-// "crash-on-load" kills the driver when it is restored. A file ./no-start in its working
+// "crash-on-load" kills the driver when it is restored, and one holding "with-copies" says in
+// its ready event that a name came back as a copy. A file ./no-start in its working
 // directory keeps every driver from starting (exit 11), as a pids limit still reached does.
 func TestMain(m *testing.M) {
 	if os.Getenv("STUB_KERNEL") == "1" {
@@ -76,6 +77,9 @@ func stubKernel() {
 			os.Exit(9)
 		}
 		ready["restored"] = []string{"state"}
+		if state == "with-copies" {
+			ready["copies"] = []any{map[string]string{"name": "v", "type": "numpy.ndarray", "reason": "a view of a numpy.memmap: came back as a copy"}}
+		}
 	}
 	emit(ready)
 	for {

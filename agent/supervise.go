@@ -115,6 +115,7 @@ func (a *Agent) install(k *kernel, m *snapshot.Manifest, info *execproto.Restore
 	if info.Failed == nil {
 		info.Failed = []execproto.Skipped{}
 	}
+	info.Copies = k.ready.Copies
 	if m != nil {
 		// What the snapshot could not hold did not come back either: say so with the rest.
 		for _, sk := range m.Skipped {

@@ -46,8 +46,8 @@ one persistent interpreter. Output is streamed as it is produced; for Python the
 expression is printed after it. A stopped session is started first (its state restored).
 
 Exit codes: 0 ok, 1 the code raised / failed / crashed the interpreter, 2 usage, 124 timeout
-(also when the session did not answer within a minute of --timeout: a paused container, a stuck
-engine), 125 runtime failure, 130 interrupted, 143 terminated. Ctrl-C interrupts the code; a
+(also when the session did not answer within 10 s of --timeout: a paused container, a stuck
+engine; a session that answers is waited for), 125 runtime failure, 130 interrupted, 143 terminated. Ctrl-C interrupts the code; a
 second Ctrl-C detaches. SIGTERM asks for an interrupt, waits half a second for the result, then
 ends (the code may go on in the session).`,
 		Example: `  runtimectl session exec demo 'x = 40 + 2'

@@ -112,6 +112,9 @@ func startRun(ctx context.Context, o *StartOptions) error {
 			for _, fl := range r.Failed {
 				fmt.Fprintf(o.F.IO.Err, "  did not survive: %s (%s): %s\n", fl.Name, fl.Type, fl.Reason)
 			}
+			for _, cp := range r.Copies {
+				fmt.Fprintf(o.F.IO.Err, "  back as a copy: %s (%s): %s\n", cp.Name, cp.Type, cp.Reason)
+			}
 		}
 		fmt.Fprintln(o.F.IO.Out, s.Name())
 		return nil

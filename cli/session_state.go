@@ -175,6 +175,9 @@ func newCmdRestore(f *Factory) *cobra.Command {
 			for _, fl := range info.Failed {
 				fmt.Fprintf(f.IO.Err, "  not restored: %s (%s): %s\n", fl.Name, fl.Type, fl.Reason)
 			}
+			for _, cp := range info.Copies {
+				fmt.Fprintf(f.IO.Err, "  back as a copy: %s (%s): %s\n", cp.Name, cp.Type, cp.Reason)
+			}
 			return nil
 		},
 	}

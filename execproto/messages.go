@@ -131,6 +131,9 @@ type RestoreInfo struct {
 	Seq      int64     `json:"seq"`                // the execution the snapshot follows
 	Restored []string  `json:"restored"`
 	Failed   []Skipped `json:"failed"`
+	// Copies names what came back as a copy of what it shared before (a NumPy view whose
+	// owner a snapshot could not keep shared with it); its values are those of the snapshot.
+	Copies []Skipped `json:"copies,omitempty"`
 	// Messages: corrupt snapshots passed over, executions found crashed, and the like.
 	Messages []string `json:"messages,omitempty"`
 }

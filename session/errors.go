@@ -20,8 +20,9 @@ var (
 	// ErrRunning refuses to remove a running session without force.
 	ErrRunning = errors.New("session is running")
 	// ErrNoAnswer is an execution with a timeout whose result did not come within the timeout
-	// and ExecOptions.AnswerGrace: the container may be paused or its engine stuck. The code
-	// may still be running; the CLI exits 124.
+	// and ExecOptions.AnswerGrace, and whose agent then did not answer a status request within
+	// ProbeTimeout: the container may be paused or its engine stuck. The code may still be
+	// running; the CLI exits 124.
 	ErrNoAnswer = errors.New("the session did not answer")
 	// ErrNoImage is a session whose image is missing (build it: `runtimectl image build`; the
 	// CLI exits 125) or does not carry the agent (also ErrInvalid: a wrong image given).

@@ -6,6 +6,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"sync"
 	"testing"
@@ -154,7 +155,7 @@ func TestExecWithATimeoutEndsWhenTheContainerIsPaused(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Exec(context.Background(), "x", session.ExecOptions{Timeout: time.Second, AnswerGrace: 2 * time.Second})
+		_, err := s.Exec(context.Background(), "x", session.ExecOptions{Timeout: time.Second}) // DefaultAnswerGrace
 		done <- err
 	}()
 	select {
@@ -167,6 +168,32 @@ func TestExecWithATimeoutEndsWhenTheContainerIsPaused(t *testing.T) {
 	}
 	out, err = exec.Command("docker", "unpause", containers.Name(name)).CombinedOutput()
 	require.NoError(t, err, "%s", out)
+}
+
+// A session that answers is waited for past the timeout and its grace: an execution queued
+// behind a long one starts late, and its result comes when it ran.
+func TestExecQueuedBehindALongOneIsWaitedFor(t *testing.T) {
+	c := testenv.Client(t)
+	s := testenv.Start(t, c, session.Spec{})
+	other, _, err := c.Open(testenv.Ctx(t, time.Minute), s.Name())
+	require.NoError(t, err)
+	t.Cleanup(func() { other.Close() })
+	long := make(chan *session.Result, 1)
+	go func() {
+		// past the first probe and the next ones: three graces
+		code := fmt.Sprintf("import time\ntime.sleep(%d)", int(3*session.DefaultAnswerGrace/time.Second))
+		r, _ := other.Exec(context.Background(), code, session.ExecOptions{})
+		long <- r
+	}()
+	require.Eventually(t, func() bool {
+		st, err := s.Status(testenv.Ctx(t, time.Minute))
+		return err == nil && st.Running > 0
+	}, time.Minute, 50*time.Millisecond)
+	r, err := s.Exec(testenv.Ctx(t, 2*time.Minute), "1 + 1", session.ExecOptions{Timeout: time.Second})
+	require.NoError(t, err, "the agent answered its status: no ErrNoAnswer")
+	require.NotNil(t, r.Result, r.Stderr)
+	assert.Equal(t, "2", *r.Result)
+	assert.Equal(t, "ok", string((<-long).Status))
 }
 
 // Bad execution arguments are refused before anything runs: a timeout under a millisecond

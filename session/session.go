@@ -219,16 +219,23 @@ func (s *Session) Close() error {
 // (CopyTo), run from there.
 const MaxCode = 8 << 20
 
-// DefaultAnswerGrace is how long past its timeout an execution's result may take (the agent
-// interrupts the code, kills it after its grace, brings the state back) before Exec stops
-// waiting with ErrNoAnswer.
-const DefaultAnswerGrace = time.Minute
+// DefaultAnswerGrace is how long past its timeout an execution's result may take before Exec
+// asks the agent whether it is alive; one that does not answer within ProbeTimeout ends the
+// wait with ErrNoAnswer, so a paused container or a stuck engine is told within the timeout
+// plus 10 s. One that answers is interrupting the code, killing it after its grace or bringing
+// the state back, or the execution is queued: Exec keeps waiting and asks again every
+// AnswerGrace.
+const DefaultAnswerGrace = 5 * time.Second
+
+// ProbeTimeout bounds the wait for the agent's answer to that question.
+const ProbeTimeout = 5 * time.Second
 
 // ExecOptions tune one execution.
 type ExecOptions struct {
 	// Timeout interrupts the code after this long (status timeout); 0 means none. The agent
-	// enforces it in the session; Exec enforces it too, stopping its wait with ErrNoAnswer
-	// when no result came AnswerGrace after it (0: DefaultAnswerGrace).
+	// enforces it in the session; Exec enforces it too: AnswerGrace after it with no result
+	// (0: DefaultAnswerGrace), and every AnswerGrace from then on, it asks the agent for its
+	// status, and stops waiting with ErrNoAnswer when that gets no answer within ProbeTimeout.
 	Timeout     time.Duration
 	AnswerGrace time.Duration
 	// MaxOutput caps the bytes of each stream delivered; 0 is the session's default.
@@ -360,10 +367,11 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 }
 
 // answerDeadline returns the channel that ends Exec's wait: o.Detach, and with a timeout also
-// the client's own deadline (timeout plus AnswerGrace), which sets noAnswer. At the deadline
-// the agent is asked for its status first (probe): one that answers is alive, and the
-// execution may only be queued behind another or bringing a large state back, so the wait goes
-// on for another timeout and grace. stop releases it.
+// the client's own deadline, which sets noAnswer. From the timeout plus AnswerGrace on, every
+// AnswerGrace, the agent is asked for its status (probe, at most ProbeTimeout): one that
+// answers is alive, and the execution may only be queued behind another, or the agent is
+// killing the code or bringing a large state back, so the wait goes on; one that does not
+// ends it. stop releases it.
 func answerDeadline(o ExecOptions, probe func(context.Context) error) (detach <-chan struct{}, noAnswer *atomic.Bool, stop func()) {
 	noAnswer = new(atomic.Bool)
 	if o.Timeout <= 0 {
@@ -380,11 +388,11 @@ func answerDeadline(o ExecOptions, probe func(context.Context) error) (detach <-
 		for {
 			select {
 			case <-t.C:
-				ctx, cancel := context.WithTimeout(context.Background(), min(grace, 10*time.Second))
+				ctx, cancel := context.WithTimeout(context.Background(), min(grace, ProbeTimeout))
 				err := probe(ctx)
 				cancel()
 				if err == nil {
-					t.Reset(o.Timeout + grace)
+					t.Reset(grace)
 					continue
 				}
 				noAnswer.Store(true)
@@ -414,6 +422,13 @@ func describeRestore(name string, r *RestoreInfo) string {
 				failed = append(failed, fmt.Sprintf("%s (%s: %s)", f.Name, f.Type, f.Reason))
 			}
 			msg += "; not restored: " + strings.Join(failed, ", ")
+		}
+		if len(r.Copies) > 0 {
+			var copies []string
+			for _, c := range r.Copies {
+				copies = append(copies, fmt.Sprintf("%s (%s)", c.Name, c.Reason))
+			}
+			msg += "; back as copies, no longer sharing memory: " + strings.Join(copies, ", ")
 		}
 	}
 	for _, m := range r.Messages {

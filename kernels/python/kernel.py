@@ -61,6 +61,8 @@ import time
 import traceback
 import types
 
+import runtimectl_views as _views  # beside this file (sys.path[0] until setup)
+
 REQ_FD, EVT_FD, SNAP_FD = 3, 4, 5
 CO_COROUTINE = 0x0080          # inspect.CO_COROUTINE, without importing inspect
 MAX_TEXT = 1_000_000           # cap for result / error text in one event
@@ -319,8 +321,16 @@ def _user_dumper():
     import pickle
     FunctionType = types.FunctionType
 
+    np = sys.modules.get("numpy")
+    ndarray = getattr(np, "ndarray", None)
+    Series = getattr(sys.modules.get("pandas"), "Series", None)
+
     class P(pickle.Pickler):
         def reducer_override(self, obj):
+            if ndarray is not None and isinstance(obj, ndarray):
+                return _views.array_reduce(obj, ndarray)
+            if Series is not None and type(obj) is Series:
+                return _views.column_reduce(obj)
             if (type(obj) is FunctionType or isinstance(obj, type)) and \
                     getattr(obj, "__module__", None) == "__main__":
                 enum = sys.modules.get("enum")
@@ -633,13 +643,13 @@ class Kernel:
 
     # ----------------------------------------------------------------- main loop
     def serve(self):
-        restored, failed = [], []
+        restored, failed, copies = [], [], []
         self.preload(os.environ.pop("RUNTIMECTL_PRELOAD", ""))
         rfd = os.environ.pop("RUNTIMECTL_RESTORE_FD", None)
         if rfd:
-            restored, failed = self.restore(rfd)
+            restored, failed, copies = self.restore(rfd)
         self.event({"op": "ready", "pid": self.pid, "restored": restored, "failed": failed,
-                    "info": self.info})
+                    "copies": copies, "info": self.info})
         while True:
             try:
                 line = self.read_request()
@@ -1243,17 +1253,19 @@ class Kernel:
 
     # ----------------------------------------------------------------- restore
     def restore(self, rfd):
-        restored, failed = [], []
+        """Loads the snapshot on fd rfd into the namespace: (restored names, failed entries,
+        copies: entries naming what came back as a copy of what it shared)."""
+        restored, failed, copies = [], [], []
         header = {}
         try:
             fd = int(rfd)
         except ValueError:
-            return [], [{"name": "*", "type": "", "reason": "bad RUNTIMECTL_RESTORE_FD %r" % rfd}]
+            return [], [{"name": "*", "type": "", "reason": "bad RUNTIMECTL_RESTORE_FD %r" % rfd}], []
         import pickle
         try:
             f = os.fdopen(fd, "rb", buffering=1 << 20)
         except OSError as e:
-            return [], [{"name": "*", "type": "", "reason": "cannot open fd %d: %s" % (fd, e)}]
+            return [], [{"name": "*", "type": "", "reason": "cannot open fd %d: %s" % (fd, e)}], []
         try:
             try:
                 header = pickle.load(f)
@@ -1261,7 +1273,7 @@ class Kernel:
                     raise ValueError("not a runtimectl snapshot header")
             except BaseException as e:
                 return [], [{"name": "*", "type": "", "reason": "unreadable snapshot: %s: %s" % (
-                    type(e).__name__, _reason(e))}]
+                    type(e).__name__, _reason(e))}], []
             for fname, src in (header.get("sources") or {}).items():
                 linecache.cache[fname] = (len(src), None, src.splitlines(True) or ["\n"], fname)
             import importlib
@@ -1284,16 +1296,25 @@ class Kernel:
                 for n in names:
                     if n not in values:
                         failed.append({"name": n, "type": types_.get(n, ""), "reason": "missing"})
+                if _views.COPIES:
+                    where = _views.names_holding(values, [o for o, _ in _views.COPIES])
+                    said = set()
+                    for o, why in _views.COPIES:
+                        n = where.get(id(o), "?")
+                        if (n, why) not in said:
+                            said.add((n, why))
+                            copies.append({"name": n, "type": types_.get(n) or _tname(o), "reason": why})
             except BaseException as e:
                 why = "%s: %s" % (type(e).__name__, _reason(e))
                 failed.extend({"name": n, "type": types_.get(n, ""), "reason": why} for n in names)
         finally:
+            del _views.COPIES[:]
             try:
                 f.close()
             except OSError:
                 pass
             _fix_dill_main()
-        return restored, failed
+        return restored, failed, copies
 
 
 def main():

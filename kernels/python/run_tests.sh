@@ -15,4 +15,4 @@ RUN apt-get update \
 ENV MPLBACKEND=Agg MPLCONFIGDIR=/tmp/.matplotlib PYTHONDONTWRITEBYTECODE=1 LANG=C.UTF-8
 DOCKERFILE
 exec docker run --rm -v "$here":/k:ro -w /k --user 1000 -e RUNTIMECTL_OUTPUTS=/tmp/out \
-    -e RUNTIMECTL_BENCH="${RUNTIMECTL_BENCH:-}" runtimectl-pytest python3 -m unittest -v test_kernel
+    -e RUNTIMECTL_BENCH="${RUNTIMECTL_BENCH:-}" runtimectl-pytest python3 -m unittest -v ${RUNTIMECTL_PYTEST:-test_kernel}

@@ -782,6 +782,95 @@ _private = 'not saved'
         self.assertEqual(k2.value("part(), fact(4)"), "(120, 24)")
         self.assertEqual(k2.value("isinstance(err, MyErr), isinstance(err, Exception)"), "(True, True)")
 
+    VIEWS = """
+import numpy as np, pandas as pd
+x = np.arange(12)
+v = x[2:5]
+rev = x[::-1]
+m = x.reshape(3, 4)
+t = m.T
+col = m[:, 1]
+flat = m.ravel()
+fancy = x[[0, 2]]
+bcast = np.broadcast_to(x[:4], (2, 4))
+ro = x[6:9]
+ro.flags.writeable = False
+fort = np.asfortranarray(np.arange(12.0).reshape(3, 4))
+fcol = fort[:, 2]
+rec = np.zeros(3, dtype=[('a', 'i4'), ('b', 'f8')])
+rb = rec['b']
+when = np.array(['2020-01-01', '2021-06-01', '2022-12-31'], dtype='M8[D]')
+later = when[1:]
+objs = np.array(['p', 'q', 'r'], dtype=object)
+tail = objs[1:]
+buf = bytearray(8)
+fb = np.frombuffer(buf, np.uint8)[2:]
+nested = {'views': [x[:2], m[1]]}
+df = pd.DataFrame({'a': [1, 2, 3], 'b': [4.0, 5.0, 6.0], 's': ['x', 'y', 'z']})
+avals = df['a'].values
+sb = df['b']
+svals = df['s'].values
+grid = np.zeros((3, 2))
+gdf = pd.DataFrame(grid)
+"""
+
+    def test_snapshot_keeps_numpy_views(self):
+        done, out, err = self.k.exec(self.VIEWS)
+        self.assertEqual(done["status"], "ok", err)
+        snap = self.k.snapshot()
+        self.assertTrue(snap["manifest"]["ok"], snap["manifest"])
+        k2 = self._restore(snap["data"])
+        self.assertEqual(k2.ready["failed"], [])
+        self.assertEqual(k2.ready["copies"], [])
+        shared = ("v.base is x, rev.base is x, m.base is x, t.base is x, col.base is x, "
+                  "flat.base is x, bcast.base is x, ro.base is x, fcol.base is fort, "
+                  "rb.base is rec, later.base is when, tail.base is objs, "
+                  "np.shares_memory(fb, np.frombuffer(buf, np.uint8)), "
+                  "nested['views'][0].base is x, nested['views'][1].base is x")
+        self.assertEqual(k2.value(shared), "(" + ", ".join(["True"] * 15) + ")")
+        layout = ("[(a.shape, a.strides, a.flags.writeable, a.flags.c_contiguous, a.flags.f_contiguous, "
+                  "a.dtype.str) for a in (v, rev, m, t, col, flat, fancy, bcast, ro, fcol, rb, later, tail, fb)]")
+        self.assertEqual(k2.value(layout), self.k.value(layout))
+        values = "[a.tolist() for a in (v, rev, m, t, col, flat, fancy, bcast, ro, fcol, rb, later, tail, fb)]"
+        self.assertEqual(k2.value(values), self.k.value(values))
+        self.assertEqual(k2.value("np.shares_memory(fancy, x), ro.flags.writeable, x.flags.writeable"),
+                         "(False, False, True)")
+        self.assertEqual(k2.value("df['b'] is sb, df['a'] is df['a']"), "(True, True)",
+                         "a column taken from a frame is its cached column again")
+        # writes go through, as before the snapshot
+        for k in (self.k, k2):
+            done, out, err = k.exec(
+                "v[0] = 99; t[3, 0] = -1; col[0] = 7; fcol[1] = 0.5; rb[2] = 2.5; tail[0] = 'Q'\n"
+                "fb[0] = 200; nested['views'][1][3] = 42; avals[0] = 10; sb.iloc[1] = 50.0\n"
+                "svals[2] = 'Z'; grid[0, 0] = 5\n"
+                "print(x.tolist(), fort.tolist(), rec['b'].tolist(), objs.tolist(), list(buf))\n"
+                "print(df.to_dict('list'), gdf.iloc[0, 0])")
+            self.assertEqual(done["status"], "ok", err)
+            if k is self.k:
+                want = out
+        self.assertEqual(out, want)
+        self.assertIn("'a': [10, 2, 3]", out)
+        # shared again in the next snapshot of the restored kernel
+        snap2 = k2.snapshot()
+        k3 = self._restore(snap2["data"])
+        self.assertEqual(k3.value(shared), "(" + ", ".join(["True"] * 15) + ")")
+
+    def test_restore_names_views_that_came_back_as_copies(self):
+        done, out, err = self.k.exec(
+            "import numpy as np\nbase = np.arange(6.0)\nmasked = np.ma.array(base)\n"
+            "box = {'deep': np.asarray(np.matrix(base))}\nplain = base[1:]")
+        self.assertEqual(done["status"], "ok", err)
+        snap = self.k.snapshot()
+        self.assertTrue(snap["manifest"]["ok"], snap["manifest"])
+        k2 = self._restore(snap["data"])
+        copies = {c["name"]: c for c in k2.ready["copies"]}
+        self.assertEqual(set(copies), {"masked", "box"}, k2.ready["copies"])
+        self.assertIn("came back as a copy", copies["masked"]["reason"])
+        self.assertIn("numpy.ma.core.MaskedArray", copies["masked"]["type"])
+        self.assertIn("numpy.matrix", copies["box"]["reason"])
+        self.assertEqual(k2.value("plain.base is base, masked.tolist(), box['deep'].tolist()"),
+                         "(True, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]])")
+
     def test_snapshot_retry(self):
         done, out, err = self.k.exec(
             "import threading\nkeep = {'n': 1}\nbad = [1, (i for i in range(2))]\n"
