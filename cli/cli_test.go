@@ -29,6 +29,7 @@ func TestUsageErrorsNeedNoDocker(t *testing.T) {
 	}{
 		{"bad name", []string{"session", "start", "Bad Name"}, "invalid session name"},
 		{"bad name exec", []string{"session", "exec", "-x", "1"}, "unknown shorthand flag"},
+		{"code that begins with -", []string{"session", "exec", "demo", "-(x ** 2)"}, "put -- before it: runtimectl session exec demo -- '-(x ** 2)'"},
 		{"name too long", []string{"session", "exec", strings.Repeat("a", 64), "1"}, "invalid session name"},
 		{"slash", []string{"session", "stop", "a/b"}, "invalid session name"},
 		{"unknown flag", []string{"session", "ls", "--bogus"}, "unknown flag"},

@@ -71,6 +71,22 @@ func startSession(t *testing.T, extra ...string) string {
 	return name
 }
 
+// Code that begins with "-" runs after --, with flags before or after NAME.
+func TestExecCodeThatBeginsWithADash(t *testing.T) {
+	name := startSession(t)
+	r := rt(t, "", "session", "exec", name, "x = 3")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = rt(t, "", "session", "exec", name, "--", "-(x ** 2)")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "-9\n", r.stdout)
+	r = rt(t, "", "session", "exec", "--json", name, "--", "-x")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"result": "-3"`)
+	r = rt(t, "", "session", "exec", name, "-(x ** 2)")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "runtimectl session exec "+name+" -- '-(x ** 2)'")
+}
+
 func TestCLIScenario(t *testing.T) {
 	name := startSession(t)
 	r := rt(t, "", "session", "start", name) // idempotent on a running session

@@ -8,11 +8,13 @@ import (
 	"golang.org/x/term"
 	"io"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/execproto"
@@ -39,11 +41,13 @@ type ExecOptions struct {
 func newCmdExec(f *Factory, runF func(context.Context, *ExecOptions) error) *cobra.Command {
 	o := &ExecOptions{F: f}
 	c := &cobra.Command{
-		Use:   "exec NAME [CODE]",
+		Use:   "exec NAME [--] [CODE]",
 		Short: "Run code in a session, as a notebook cell",
 		Long: `Run CODE (or the file given with -f, or standard input when neither is given) in the session's
 one persistent interpreter. Output is streamed as it is produced; for Python the repr of a final
 expression is printed after it. A stopped session is started first (its state restored).
+Flags may come before or after NAME and CODE; CODE that begins with "-" (such as -x or
+-(x ** 2)) goes after --, which ends the flags.
 
 Exit codes: 0 ok, 1 the code raised / failed / crashed the interpreter, 2 usage, 124 timeout
 (also when the session did not answer within 10 s of --timeout: a paused container, a stuck
@@ -54,8 +58,14 @@ ends (the code may go on in the session).`,
   runtimectl session exec demo 'x'                    # prints 42
   runtimectl session exec demo -f analysis.py --timeout 2m
   echo 'print(x)' | runtimectl session exec demo
-  runtimectl session exec demo 'x * 2' --json`,
-		Args: args(1, 2),
+  runtimectl session exec demo 'x * 2' --json
+  runtimectl session exec demo --json -- '-(x ** 2)'   # code that begins with "-"`,
+		Args: func(c *cobra.Command, a []string) error {
+			if c.ArgsLenAtDash() >= 0 && len(a) > 2 {
+				return usagef("everything after -- is the code, as one argument: quote it, and put flags before --")
+			}
+			return args(1, 2)(c, a)
+		},
 		RunE: func(c *cobra.Command, a []string) error {
 			o.Name = a[0]
 			if err := validName(o.Name); err != nil {
@@ -91,6 +101,7 @@ ends (the code may go on in the session).`,
 			return execRun(c.Context(), o)
 		},
 	}
+	c.SetFlagErrorFunc(codeOrFlag)
 	c.Flags().StringVarP(&o.File, "file", "f", "", "read the code from FILE")
 	c.Flags().Var(durationValue{&o.Timeout}, "timeout", "interrupt the code after this long (30s, 2m; a bare number is seconds)")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object with the result when the execution ends (nothing streamed)")
@@ -99,6 +110,29 @@ ends (the code may go on in the session).`,
 	c.Flags().StringVarP(&o.Workdir, "workdir", "w", "", "the working directory for this execution only (relative to /workspace, or absolute)")
 	c.Flags().BoolVar(&o.IgnoreDiskCap, "ignore-disk-cap", false, "run even when the workspace is past the session's --disk cap (to free space)")
 	return c
+}
+
+// codeOrFlag words an unknown flag of `session exec`: it may be code that begins with "-"
+// (Python's -x, -(x ** 2)), which belongs after --.
+func codeOrFlag(c *cobra.Command, err error) error {
+	var ne *pflag.NotExistError
+	if !errors.As(err, &ne) {
+		return usagef("%v; see `%s --help`", err, c.CommandPath())
+	}
+	arg := "--" + ne.GetSpecifiedName()
+	if sh := ne.GetSpecifiedShortnames(); sh != "" {
+		arg = "-" + sh
+	}
+	name := "NAME"
+	if a := c.Flags().Args(); len(a) > 0 && validName(a[0]) == nil {
+		name = a[0]
+	}
+	return usagef("%v; if %s is code, put -- before it: runtimectl session exec %s -- %s", err, arg, name, shellQuote(arg))
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func execRun(ctx context.Context, o *ExecOptions) error {
