@@ -64,7 +64,7 @@ the same tools over streamable HTTP at /mcp.`,
 				return usagef("--allow-tools names no tool; give some of %s", strings.Join(mcpserver.ToolNames(), ","))
 			}
 			sessionFlagsGiven(c.Flags(), &o.Spec)
-			return mcpRun(c.Context(), o, &mcp.IOTransport{Reader: io.NopCloser(f.IO.In), Writer: nopWriteCloser{f.IO.Out}})
+			return mcpRun(c.Context(), o)
 		},
 	}
 	fl := c.Flags()
@@ -78,7 +78,21 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-func mcpRun(ctx context.Context, o *MCPOptions, t mcp.Transport) error {
+// endReader calls end once when its reader ends (the client closed the server's stdin).
+type endReader struct {
+	r   io.Reader
+	end func()
+}
+
+func (e endReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.end()
+	}
+	return n, err
+}
+
+func mcpRun(ctx context.Context, o *MCPOptions) error {
 	errw := o.F.IO.Err
 	o.F.Serving = true // long-lived: the client refills the warm pools it takes from itself
 	cl, err := o.F.Client()
@@ -104,5 +118,12 @@ func mcpRun(ctx context.Context, o *MCPOptions, t mcp.Transport) error {
 		return err
 	}
 	defer srv.Close()
-	return srv.Run(ctx, t)
+	// A client that goes away (its end of stdin closed, or SIGTERM) does not wait for the code
+	// that runs: the executions go on in their sessions and land in their histories.
+	go func() {
+		<-ctx.Done()
+		srv.Detach()
+	}()
+	in := endReader{o.F.IO.In, srv.Detach}
+	return srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{o.F.IO.Out}})
 }

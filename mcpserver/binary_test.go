@@ -141,6 +141,46 @@ func TestStdioServerKeepsStateAcrossCallsStopsAndRestarts(t *testing.T) {
 	assert.Contains(t, text(res), "--memory 3GiB (the session has 1GiB)")
 }
 
+// A client that goes away while code runs (Claude Desktop quits): the server ends at once, and
+// the execution goes on in the session and lands in its history.
+func TestStdioServerEndsWithItsClientAndTheCodeGoesOn(t *testing.T) {
+	c := testenv.Client(t)
+	name := testenv.Name(t)
+	t.Cleanup(func() { _ = c.Remove(context.Background(), name, true) })
+	// The client's own pipes, so that the test closes the server's stdin as a client that quits.
+	cmd := exec.Command(runtimectl(t), "mcp", "--session", name)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+	require.NoError(t, err, stderr.String())
+	require.Equal(t, "1", result(t, cs, map[string]any{"code": "x = 1\nx"}))
+	go func() {
+		_, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_code", Arguments: map[string]any{"code": "import time\ntime.sleep(20)\nx = 2"}})
+	}()
+	require.Eventually(t, func() bool {
+		execs, _, err := c.History(context.Background(), name)
+		return err == nil && len(execs) == 2 && execs[1].Status == "running"
+	}, time.Minute, 100*time.Millisecond, "the second execution starts")
+	require.NoError(t, stdin.Close())
+	require.NoError(t, cmd.Wait(), "the server ends when its stdin does: %s", stderr)
+	execs, _, err := c.History(context.Background(), name)
+	require.NoError(t, err)
+	assert.Equal(t, "running", string(execs[1].Status), "before the code did: it did not wait for it")
+	require.Eventually(t, func() bool {
+		execs, _, err := c.History(context.Background(), name)
+		return err == nil && len(execs) == 2 && execs[1].Status == "ok"
+	}, 2*time.Minute, 250*time.Millisecond, "the code goes on in the session and lands in its history")
+	cs2, _, _ := mcpProcess(t, "--session", name)
+	assert.Equal(t, "2", result(t, cs2, map[string]any{"code": "x"}))
+}
+
 func TestStdioServerMakesUpANameAndServesOnlyTheAllowedTools(t *testing.T) {
 	c := testenv.Client(t)
 	cs, _, stderr := mcpProcess(t, "--allow-tools", "run_code,list_sessions", "--lang", "bash")

@@ -23,7 +23,9 @@
 //     is a result, not an error (its status says which).
 //   - run_code sends progress notifications with the output so far while the code runs (for a
 //     client that asked with a progress token), and a client's notifications/cancelled
-//     interrupts the code, as Ctrl-C does: the session and its state are kept.
+//     interrupts the code, as Ctrl-C does: the session and its state are kept. A server that
+//     stops (Detach: its client went away, or serve ends) stops waiting for the code instead,
+//     which goes on in its session and lands in its history.
 //   - Output in a result is cut to a budget (Config.OutputBudget characters per stream, 20000
 //     by default), from the middle, the cut said in the text; the whole output stays in the
 //     session's history.

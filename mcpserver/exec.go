@@ -75,6 +75,7 @@ func (s *Server) runCode(ctx context.Context, req *mcp.CallToolRequest, in runCo
 		Stdout:   p,
 		Stderr:   p,
 		OnNotice: func(m string) { notices = append(notices, m) },
+		Detach:   s.detach,
 	}
 	if eo.Timeout > 0 && eo.Timeout < time.Millisecond {
 		eo.Timeout = time.Millisecond
@@ -83,6 +84,11 @@ func (s *Server) runCode(ctx context.Context, req *mcp.CallToolRequest, in runCo
 	// result, which the SDK then drops.
 	res, err := h.Exec(ctx, in.Code, eo)
 	if err != nil {
+		select {
+		case <-s.detach:
+			return nil, Execution{}, fmt.Errorf("the server stopped before the code ended: it goes on in session %s and lands in its history (see session_context)", h.Name())
+		default:
+		}
 		return nil, Execution{}, err
 	}
 	p.stop()

@@ -80,6 +80,10 @@ type Server struct {
 	res     *resources
 	stop    context.CancelFunc
 	stopped chan struct{}
+
+	// detach is closed by Detach: executions stop being waited for and go on in their sessions.
+	detach     chan struct{}
+	detachOnce sync.Once
 }
 
 // conn is what the Server keeps of one MCP connection: its default session.
@@ -122,7 +126,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, handles: map[string]*session.Session{}, conns: map[*mcp.ServerSession]*conn{}, stopped: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger, handles: map[string]*session.Session{}, conns: map[*mcp.ServerSession]*conn{}, stopped: make(chan struct{}), detach: make(chan struct{})}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "runtimectl", Title: "runtimectl sessions", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       cfg.Logger,
@@ -159,6 +163,12 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	}
 	return err
 }
+
+// Detach stops waiting for the executions that run, and for any started later: they go on in
+// their sessions and land in their histories, and their calls end with a tool error. A server
+// whose client went away (stdin at its end, SIGTERM) or that stops calls it, so that it ends at
+// once rather than when the code does.
+func (s *Server) Detach() { s.detachOnce.Do(func() { close(s.detach) }) }
 
 // Close stops the Server's background work and closes its handles on sessions; the sessions
 // go on running.

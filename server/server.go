@@ -154,7 +154,14 @@ func (s *Server) Handler() http.Handler { return s.mux }
 
 // Detach ends every stream now; the executions go on in their sessions. A server that shuts
 // down calls it once its grace period is over.
-func (s *Server) Detach() { s.detachOnce.Do(func() { close(s.detach) }) }
+func (s *Server) Detach() {
+	s.detachOnce.Do(func() { close(s.detach) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ep := range s.mcps {
+		ep.srv.Detach()
+	}
+}
 
 // Drain ends the streams that only wait for notifications (an MCP client's GET of /mcp): a
 // server that begins to stop calls it (http.Server.RegisterOnShutdown), so that its shutdown
