@@ -2,7 +2,8 @@
 // readers and exporters built on it.
 //
 // The runtime agent inside the container appends to
-// /workspace/.runtimectl/history.jsonl through a [Log]: a "start" record
+// /var/lib/runtimectl/history.jsonl (on the session's state volume,
+// contract.StateDir) through a [Log]: a "start" record
 // when an execution begins, an "end" record when it finishes, and later
 // "state" records (what became of the interpreter state: snapshot saved,
 // failed, restored after a crash) and "note" records. Each line is one

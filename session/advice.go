@@ -18,7 +18,7 @@ func adviseRemove(name string) advice.Words {
 }
 
 func adviseRemoveVolume(vol string) advice.Words {
-	return advice.Words{Lib: "remove that volume (Client.Volumes().Remove)", CLI: "remove it with `runtimectl volume rm " + vol + "`"}
+	return advice.Words{Lib: "remove that volume (Client.Storage().Remove)", CLI: "remove it with `runtimectl volume rm " + vol + "`"}
 }
 
 func adviseSnapshots(name string) advice.Words {

@@ -102,7 +102,7 @@ func (s *Session) Name() string { return s.name }
 // Lang returns the session's language.
 func (s *Session) Lang() string { return s.lang }
 
-// Restore returns what the agent said about the state it restored when this handle connected.
+// Restored returns what the agent said about the state it restored when this handle connected.
 func (s *Session) Restored() *RestoreInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -2,7 +2,7 @@
 // store that writes, checks, lists and prunes them.
 //
 // A snapshot is two files in the session's state directory
-// (/workspace/.runtimectl):
+// (/var/lib/runtimectl, the session's state volume, contract.StateDir):
 //
 //	snapdata/<id>.snap   the bytes that the language driver wrote (a pickle,
 //	                     a bash script), exactly as it wrote them
@@ -20,8 +20,8 @@
 // the bad ones.
 //
 // The agent is the only writer, and one [Store] per directory at a time. The
-// controller reads manifests from the tar stream that Docker gives for the
-// snapshots directory ([ManifestsFromTar]).
+// controller reads manifests from the tar stream that the engine gives for
+// the snapshots directory ([ManifestsFromTar]).
 //
 // stream.go reads the fd-5 chunk stream of the kernel protocol
 // (docs/kernel-protocol.md): data chunks, the terminator chunk, then the

@@ -11,8 +11,8 @@ import (
 )
 
 // ManifestsFromTar reads manifests from a tar stream of the snapshots
-// directory, as Docker's CopyFromContainer gives it for
-// /workspace/.runtimectl/snapshots (entries "snapshots/<id>.json"), and
+// directory, as the engine's copy out of a session gives it for
+// /var/lib/runtimectl/snapshots (entries "snapshots/<id>.json"), and
 // returns them oldest first. Entries that are not manifests (directories,
 // links, temporary files, other names) are skipped; a manifest that does
 // not parse, is larger than 16 MiB or whose id is not its file name is
