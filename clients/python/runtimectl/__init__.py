@@ -6,15 +6,17 @@
     ex = s.run("x = 40 + 2\\nx", timeout=30, on_stdout=print)
     ex.result, ex.status                   # '42', 'ok'
 
-The standard library only. AsyncClient is the same with await; runtimectl.executors has
-PyExecutor and BashExecutor in MetaGPT's shape.
+The standard library only. AsyncClient is the same with await (native asyncio);
+runtimectl.executors has PyExecutor and BashExecutor in MetaGPT's shape. Replies are typed
+(runtimectl.types): SessionInfo, Execution, Output, Vars, Snapshot, HistoryRecord, Summary.
 """
 
 from .aio import AsyncClient, AsyncSession
-from .client import Client, ExecError, Execution, Session
+from .client import Client, Session
 from .errors import (
     Busy,
     Conflict,
+    Forbidden,
     InvalidRequest,
     RuntimeUnavailable,
     RuntimectlError,
@@ -22,10 +24,14 @@ from .errors import (
     TooLarge,
     Unauthorized,
 )
+from .types import (Display, ExecError, Execution, FileInfo, HistoryRecord, Output, RecentExec, RestoreInfo,
+                    SessionInfo, Skipped, Snapshot, StartInfo, State, Summary, Var, Vars)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncClient", "AsyncSession", "Busy", "Client", "Conflict", "ExecError", "Execution", "InvalidRequest",
-    "RuntimeUnavailable", "RuntimectlError", "Session", "SessionNotFound", "TooLarge", "Unauthorized",
+    "AsyncClient", "AsyncSession", "Busy", "Client", "Conflict", "Display", "ExecError", "Execution", "FileInfo",
+    "Forbidden", "HistoryRecord", "InvalidRequest", "Output", "RecentExec", "RestoreInfo", "RuntimeUnavailable",
+    "RuntimectlError", "Session", "SessionInfo", "SessionNotFound", "Skipped", "Snapshot", "StartInfo", "State",
+    "Summary", "TooLarge", "Unauthorized", "Var", "Vars",
 ]

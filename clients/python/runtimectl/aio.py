@@ -1,140 +1,163 @@
 """The asyncio client: AsyncClient and AsyncSession, the same methods as Client and Session
-with await. The blocking HTTP transport runs in the event loop's default thread pool (one
-connection per thread); streaming callbacks are called on the event loop, in order, before
-run() returns. A callback may be a coroutine function: its coroutines are awaited before run()
-returns."""
+with await, and the same typed results.
 
-import asyncio
-import functools
+It is native asyncio: HTTP/1.1 on the event loop's own streams (runtimectl._aiohttp11, the
+standard library only), no thread per request. Each request takes a kept-alive connection of
+the client's pool or opens one, so many executions can run at once (asyncio.gather). Streaming
+callbacks are called on the loop, in order, as the output arrives; a callback may be a coroutine
+function, whose coroutine is awaited before the next event is read. Cancelling run() (or a
+timeout around it) closes its stream: as when a client goes away, the execution goes on in the
+session and lands in its history; AsyncSession.interrupt() stops it.
+"""
+
 import inspect
 import ssl
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Union
 
-from .client import Client, Execution, Session
+from . import _api
+from ._aiohttp11 import AsyncTransport
+from .client import _env_token, _env_url, _info
+from .types import Execution, Output, RestoreInfo, SessionInfo, Snapshot, Summary, Vars
+
+__all__ = ["AsyncClient", "AsyncSession"]
 
 AsyncOutputCallback = Callable[[str], Union[Any, Awaitable[Any]]]
-
-
-async def _in_thread(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(None, functools.partial(f, *args, **kwargs))
+AsyncRichOutputCallback = Callable[[Output], Union[Any, Awaitable[Any]]]
 
 
 class AsyncSession:
     """A handle on one session; get one with AsyncClient.start or AsyncClient.get."""
 
-    def __init__(self, session: Session) -> None:
-        self._s = session
-        self.name = session.name
-        self.info_at_open = session.info_at_open
+    def __init__(self, client: "AsyncClient", name: str, info: Optional[Union[SessionInfo, Dict[str, Any]]] = None) -> None:
+        self._c = client
+        self.name = name
+        #: the session as it was when the handle was made (a StartInfo after AsyncClient.start)
+        self.info_at_open: SessionInfo = _info(info)
 
     def __repr__(self) -> str:
         return "AsyncSession(%r)" % self.name
+
+    @property
+    def lang(self) -> str:
+        """The session's language as the handle was made (python, bash, node)."""
+        return self.info_at_open.lang
 
     async def run(self, code: str, timeout: Optional[float] = None,
                   on_stdout: Optional[AsyncOutputCallback] = None, on_stderr: Optional[AsyncOutputCallback] = None,
                   on_notice: Optional[AsyncOutputCallback] = None,
                   max_output: Optional[Union[int, str]] = None,
-                  env: Optional[Dict[str, str]] = None, workdir: Optional[str] = None) -> Execution:
-        """Runs code in the session; see Session.run."""
-        loop = asyncio.get_running_loop()
-        pending: List["asyncio.Future[Any]"] = []
-
-        def on_loop(cb: Optional[AsyncOutputCallback]) -> Optional[Callable[[str], None]]:
-            if cb is None:
-                return None
-
-            def call(text: str) -> None:
-                r = cb(text)
-                if inspect.isawaitable(r):
-                    pending.append(asyncio.ensure_future(r))
-
-            return lambda text: loop.call_soon_threadsafe(call, text)
-
-        res = await _in_thread(self._s.run, code, timeout=timeout, on_stdout=on_loop(on_stdout),
-                               on_stderr=on_loop(on_stderr), on_notice=on_loop(on_notice), max_output=max_output,
-                               env=env, workdir=workdir)
-        if pending:
-            await asyncio.gather(*pending)
-        return res
+                  env: Optional[Dict[str, str]] = None, workdir: Optional[str] = None,
+                  on_output: Optional[AsyncRichOutputCallback] = None) -> Execution:
+        """Runs code in the session and returns its Execution; see Session.run."""
+        body = _api.exec_payload(code, timeout, max_output, env, workdir)
+        read_timeout = None if timeout is None else timeout + self._c.grace
+        callbacks = {"stdout": on_stdout, "stderr": on_stderr, "notice": on_notice, "output": on_output}
+        resp = await self._c._t.open("POST", _api.sessions_path(self.name, "/exec"), body, _api.EXEC_HEADERS,
+                                     timeout=read_timeout)
+        st = _api.ExecStream()
+        events = resp.lines()
+        try:
+            async for ev in events:
+                kind, value = st.feed(ev)
+                if kind == "end":
+                    await resp.read()  # to the end of the response: the connection goes back to the pool
+                    return value
+                cb = callbacks.get(kind)
+                if cb is not None:
+                    r = cb(value)
+                    if inspect.isawaitable(r):
+                        await r
+        except TimeoutError as e:
+            raise _api.exec_timeout(self.name, read_timeout) from e
+        finally:
+            await events.aclose()
+            if not st.ended:
+                resp.abort()  # a callback raised, the stream broke, or run was cancelled
+        raise _api.cut_stream()
 
     async def interrupt(self) -> bool:
         """Interrupts the running code; see Session.interrupt."""
-        return await _in_thread(self._s.interrupt)
+        return await self._c._do(_api.interrupt(self.name))
 
-    async def vars(self) -> Dict[str, Any]:
+    async def vars(self) -> Vars:
         """The session's variables; see Session.vars."""
-        return await _in_thread(self._s.vars)
+        return await self._c._do(_api.vars_(self.name))
 
     async def context(self, max_chars: int = 4000) -> str:
         """A summary for a model's next prompt; see Session.context."""
-        return await _in_thread(self._s.context, max_chars)
+        return (await self.summary(max_chars)).text
 
-    async def summary(self, max_chars: int = 4000) -> Dict[str, Any]:
+    async def summary(self, max_chars: int = 4000) -> Summary:
         """See Session.summary."""
-        return await _in_thread(self._s.summary, max_chars)
+        return await self._c._do(_api.summary(self.name, max_chars))
 
     async def history(self, last: Optional[int] = None, format: str = "json") -> Any:
         """The executions, oldest first; see Session.history."""
-        return await _in_thread(self._s.history, last, format)
+        return await self._c._do(_api.history(self.name, last, format))
 
-    async def snapshots(self) -> List[Dict[str, Any]]:
+    async def snapshots(self) -> List[Snapshot]:
         """See Session.snapshots."""
-        return await _in_thread(self._s.snapshots)
+        return await self._c._do(_api.snapshots(self.name))
 
-    async def snapshot(self) -> Dict[str, Any]:
+    async def snapshot(self) -> Snapshot:
         """See Session.snapshot."""
-        return await _in_thread(self._s.snapshot)
+        return await self._c._do(_api.snapshot(self.name))
 
-    async def restore(self, snapshot_id: str) -> Dict[str, Any]:
+    async def restore(self, snapshot_id: str) -> RestoreInfo:
         """See Session.restore."""
-        return await _in_thread(self._s.restore, snapshot_id)
+        return await self._c._do(_api.restore(self.name, snapshot_id))
 
-    async def install(self, *packages: str, **options: Any) -> str:
+    async def install(self, *packages: str, requirements: Optional[str] = None, index_url: Optional[str] = None,
+                      extra_index_urls: Optional[List[str]] = None, trusted_hosts: Optional[List[str]] = None,
+                      no_deps: bool = False) -> str:
         """See Session.install."""
-        return await _in_thread(self._s.install, *packages, **options)
+        return await self._c._do(_api.install(self.name, packages, requirements, index_url, extra_index_urls,
+                                              trusted_hosts, no_deps))
 
     async def fork(self, name: str, at: Optional[str] = None) -> "AsyncSession":
         """See Session.fork."""
-        return AsyncSession(await _in_thread(self._s.fork, name, at))
+        info = await self._c._do(_api.fork(self.name, name, at))
+        return AsyncSession(self._c, info.name or name, info)
 
     async def write_file(self, path: str, data: Union[bytes, str]) -> None:
         """See Session.write_file."""
-        await _in_thread(self._s.write_file, path, data)
+        await self._c._do(_api.write_file(self.name, path, data))
 
     async def read_file(self, path: str) -> bytes:
         """See Session.read_file."""
-        return await _in_thread(self._s.read_file, path)
+        return await self._c._do(_api.read_file(self.name, path))
 
     async def write_dir(self, path: str, local_dir: str) -> None:
         """See Session.write_dir."""
-        await _in_thread(self._s.write_dir, path, local_dir)
+        await self._c._do(_api.write_dir(self.name, path, local_dir))
 
     async def read_dir(self, path: str, dest: str) -> List[str]:
         """See Session.read_dir."""
-        return await _in_thread(self._s.read_dir, path, dest)
+        return await self._c._do(_api.read_dir(self.name, path, dest))
 
-    async def info(self) -> Dict[str, Any]:
+    async def info(self) -> SessionInfo:
         """See Session.info."""
-        return await _in_thread(self._s.info)
+        return await self._c._do(_api.info(self.name))
 
     async def stop(self) -> None:
         """See Session.stop."""
-        await _in_thread(self._s.stop)
+        await self._c._do(_api.stop(self.name))
 
     async def remove(self, force: bool = True, keep: Optional[Iterable[str]] = None, keep_history: bool = False,
                      export_to: Optional[str] = None) -> List[str]:
         """See Session.remove."""
-        return await _in_thread(self._s.remove, force, keep, keep_history, export_to)
+        return await self._c._do(_api.remove(self.name, force, keep, keep_history, export_to))
 
 
 class AsyncClient:
-    """The asyncio form of Client (same arguments, same environment variables)."""
+    """The asyncio form of Client (same arguments, same environment variables). One client
+    may serve many tasks at once; close it (or use ``async with``) to close its connections."""
 
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None, timeout: Optional[float] = 120.0,
                  ssl_context: Optional[ssl.SSLContext] = None, grace: float = 30.0) -> None:
-        self._c = Client(url, token, timeout, ssl_context, grace)
-        self.url = self._c.url
+        self.url = _env_url(url)
+        self.grace = grace
+        self._t = AsyncTransport(self.url, _env_token(token), timeout, ssl_context)
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -143,21 +166,28 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
-        """Closes the calling thread's connection (each pool thread keeps its own)."""
-        self._c.close()
+        """Closes the client's kept-alive connections."""
+        await self._t.close()
+
+    async def _do(self, req: _api.Req) -> Any:
+        if req.raw:
+            data, ctype = await self._t.raw(req.method, req.path, req.body, req.headers, query=req.query)
+            return req.parse(data, ctype)
+        return req.parse(await self._t.call(req.method, req.path, req.payload, query=req.query))
 
     async def start(self, name: Optional[str] = None, lang: Optional[str] = None, **settings: Any) -> AsyncSession:
         """See Client.start."""
-        return AsyncSession(await _in_thread(self._c.start, name, lang, **settings))
+        info = await self._do(_api.start(name, lang, settings))
+        return AsyncSession(self, info.name, info)
 
     async def get(self, name: str) -> AsyncSession:
         """See Client.get."""
-        return AsyncSession(await _in_thread(self._c.get, name))
+        return AsyncSession(self, name, await self._do(_api.get(name)))
 
-    async def list(self) -> List[Dict[str, Any]]:
+    async def list(self) -> List[SessionInfo]:
         """See Client.list."""
-        return await _in_thread(self._c.list)
+        return await self._do(_api.list_sessions())
 
     async def health(self) -> bool:
         """See Client.health."""
-        return await _in_thread(self._c.health)
+        return await self._do(_api.health())

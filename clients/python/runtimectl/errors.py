@@ -18,6 +18,11 @@ class Unauthorized(RuntimectlError):
     """The token is missing or not one the server accepts (HTTP 401)."""
 
 
+class Forbidden(RuntimectlError, PermissionError):
+    """The token may not do this: a limit of its policy (memory, cpus, images, sessions at
+    once...) that the message names (HTTP 403)."""
+
+
 class SessionNotFound(RuntimectlError, LookupError):
     """No such session, or one that belongs to another token (HTTP 404)."""
 
@@ -51,6 +56,7 @@ def from_response(status: int, body: dict, fallback: str) -> RuntimectlError:
     cls = {
         400: InvalidRequest,
         401: Unauthorized,
+        403: Forbidden,
         404: SessionNotFound,
         409: Conflict,
         413: TooLarge,

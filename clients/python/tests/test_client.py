@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from runtimectl import (AsyncClient, Busy, Client, Conflict, InvalidRequest, RuntimeUnavailable, SessionNotFound,
-                        Unauthorized)
+from runtimectl import (AsyncClient, Busy, Client, Conflict, HistoryRecord, InvalidRequest, RestoreInfo,
+                        RuntimeUnavailable, SessionNotFound, Snapshot, Unauthorized, Vars)
 
 
 def test_the_issue_snippet_runs_as_written(serve, name):
@@ -22,27 +22,28 @@ def test_the_issue_snippet_runs_as_written(serve, name):
     assert "".join(printed) == "built\n"
     assert ex.error is None
     assert ex.outputs == []
-    names = [v["name"] for v in s.vars()["vars"]]
-    assert "df" in names
+    v = s.vars()
+    assert isinstance(v, Vars) and "df" in v.names and v.find("df").type == "DataFrame"
     ctx = s.context(max_chars=2000)
     assert "df" in ctx and len(ctx) <= 2000
     hist = s.history(last=5)
-    assert [h["seq"] for h in hist] == [1]
+    assert [h.seq for h in hist] == [1] and isinstance(hist[0], HistoryRecord) and hist[0].result == "6"
     snap = s.snapshot()
-    assert "df" in snap["kept"]
+    assert isinstance(snap, Snapshot) and "df" in snap.kept
     s.run("later = 1")
-    assert any(x["id"] == snap["id"] for x in s.snapshots())
-    s.restore(snap["id"])
+    assert any(x.id == snap.id and x.created is not None for x in s.snapshots())
+    r = s.restore(snap.id)
+    assert isinstance(r, RestoreInfo) and "df" in r.restored
     assert s.run("'later' in globals()").result == "False"
     assert s.interrupt() is False
     s.write_file("data.csv", b"a,b\n1,2\n")
     assert s.run("open('data.csv').read()").result == repr("a,b\n1,2\n")
     s.run("import os\nos.makedirs('out', exist_ok=True)\nopen('out/report.md', 'w').write('# report\\n')")
     assert s.read_file("out/report.md") == b"# report\n"
-    assert name in [x["name"] for x in client.list()]
+    assert name in [x.name for x in client.list()]
     assert client.get(name).name == name
     s.stop()
-    assert client.get(name).info()["state"] == "exited"
+    assert client.get(name).info().state == "exited"
     assert s.run("int(df.a.sum())").result == "6", "a stopped session comes back with its state"
     s.remove()
     with pytest.raises(SessionNotFound):
@@ -60,8 +61,8 @@ def test_errors_timeouts_and_rich_outputs(serve, name):
     assert s.run("x").result == "1", "the state survives the timeout"
     ex = s.run("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])")
     assert len(ex.outputs) == 1
-    assert ex.outputs[0]["mime"] == "image/png"
-    assert ex.outputs[0]["data"].startswith(b"\x89PNG")
+    assert ex.outputs[0].mime == "image/png" and ex.outputs[0].kind == "file"
+    assert ex.outputs[0].data.startswith(b"\x89PNG") and ex.png() == ex.outputs[0].data
 
 
 def test_streaming_callbacks_come_in_order_before_run_returns(serve, name):
@@ -83,7 +84,7 @@ def test_streaming_callbacks_come_in_order_before_run_returns(serve, name):
 def test_tokens_scope_what_a_client_sees(serve, name):
     alice, bob, admin = serve.client("alice"), serve.client("bob"), serve.client("ops")
     alice.start(name).run("secret = 42")
-    assert name not in [x["name"] for x in bob.list()]
+    assert name not in [x.name for x in bob.list()]
     with pytest.raises(SessionNotFound):
         bob.get(name)
     with pytest.raises(SessionNotFound) as e:
@@ -171,8 +172,8 @@ def test_async_client(serve, name):
 
             await s.run("print('async callback')", on_stdout=slow)
             assert "".join(seen) == "async callback\n"
-            assert "i" in [v["name"] for v in (await s.vars())["vars"]]
-            assert name in [x["name"] for x in await client.list()]
+            assert "i" in (await s.vars()).names
+            assert name in [x.name for x in await client.list()]
             got = await client.get(name)
             results = await asyncio.gather(*(got.run("%d * 2" % i) for i in range(5)))
             assert [r.result for r in results] == [str(i * 2) for i in range(5)]
@@ -205,7 +206,7 @@ asyncio.run(main())
 """ % name
     out1 = subprocess.run([sys.executable, "-c", first], env=env, capture_output=True, text=True, timeout=300)
     assert out1.stdout.strip() == "'a=1\\n' True", out1.stderr
-    assert serve.client().get(name).info()["state"] == "exited", "terminate stops the session"
+    assert serve.client().get(name).info().state == "exited", "terminate stops the session"
     out2 = subprocess.run([sys.executable, "-c", second], env=env, capture_output=True, text=True, timeout=300)
     assert out2.stdout.strip() == "'d=6\\n' True", out2.stderr
     hist = serve.client().get(name).history()
