@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tu
 
 from ._transport import quote, quote_path
 from .errors import RuntimeUnavailable, RuntimectlError, from_response
-from .types import Execution, HistoryRecord, Output, RestoreInfo, SessionInfo, Snapshot, StartInfo, Summary, Vars
+from .types import Display, Execution, HistoryRecord, Output, RestoreInfo, SessionInfo, Snapshot, StartInfo, Summary, Vars
 
 
 class Req(NamedTuple):
@@ -223,18 +223,21 @@ def extract(data: bytes, dest: str) -> List[str]:
 
 # The status that each code of a stream's "fail" event stands for.
 _FAIL_STATUS = {"detached": 503, "unavailable": 503, "busy": 429, "not_found": 404, "invalid": 400, "timeout": 504,
-                "forbidden": 403, "too_large": 413}
+                "forbidden": 403, "limit": 403, "too_large": 413}
 
 
 class ExecStream:
     """Reads the events of an execution's NDJSON stream: feed gives, for each, what the
     caller hands to its callbacks, ("stdout", text), ("stderr", text), ("notice", message),
-    ("output", Output), or at the end ("end", Execution); a "fail" event raises."""
+    ("display", Display), ("output", Output), or at the end ("end", Execution); a "fail" event
+    raises. A server that keeps no copy of a streamed execution's output says "streamed" in its
+    end event, whose stdout and stderr are then those of the events."""
 
     def __init__(self) -> None:
         self._stdout: List[str] = []
         self._stderr: List[str] = []
         self._outputs: List[Output] = []
+        self._displays: List[Display] = []
         self.ended = False
 
     def feed(self, ev: Dict[str, Any]) -> Tuple[str, Any]:
@@ -245,6 +248,11 @@ class ExecStream:
             return kind, text
         if kind == "notice":
             return kind, str(ev.get("message") or "")
+        if kind == "display":
+            inner = ev.get("display")
+            disp = Display.from_json(inner if isinstance(inner, dict) else {k: v for k, v in ev.items() if k != "event"})
+            self._displays.append(disp)
+            return kind, disp
         if kind == "output":
             out = Output.from_json({k: v for k, v in ev.items() if k != "event"})
             self._outputs.append(out)
@@ -252,13 +260,14 @@ class ExecStream:
         if kind == "end":
             self.ended = True
             d = {k: v for k, v in ev.items() if k != "event"}
-            # A server that keeps no copy of a streamed output does not repeat it in "end".
             for key, got in (("stdout", self._stdout), ("stderr", self._stderr)):
-                if d.get(key) is None and got:
+                if d.get("streamed") or d.get(key) is None:
                     d[key] = "".join(got)
             res = Execution.from_json(d)
             if not res.outputs and self._outputs:
                 res.outputs = list(self._outputs)
+            if not res.displays and self._displays:
+                res.displays = list(self._displays)
             return kind, res
         if kind == "fail":
             self.ended = True

@@ -17,12 +17,13 @@ from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Uni
 from . import _api
 from ._aiohttp11 import AsyncTransport
 from .client import _env_token, _env_url, _info
-from .types import Execution, Output, RestoreInfo, SessionInfo, Snapshot, Summary, Vars
+from .types import Display, Execution, Output, RestoreInfo, SessionInfo, Snapshot, Summary, Vars
 
 __all__ = ["AsyncClient", "AsyncSession"]
 
 AsyncOutputCallback = Callable[[str], Union[Any, Awaitable[Any]]]
 AsyncRichOutputCallback = Callable[[Output], Union[Any, Awaitable[Any]]]
+AsyncDisplayCallback = Callable[[Display], Union[Any, Awaitable[Any]]]
 
 
 class AsyncSession:
@@ -47,11 +48,13 @@ class AsyncSession:
                   on_notice: Optional[AsyncOutputCallback] = None,
                   max_output: Optional[Union[int, str]] = None,
                   env: Optional[Dict[str, str]] = None, workdir: Optional[str] = None,
+                  on_display: Optional[AsyncDisplayCallback] = None,
                   on_output: Optional[AsyncRichOutputCallback] = None) -> Execution:
         """Runs code in the session and returns its Execution; see Session.run."""
         body = _api.exec_payload(code, timeout, max_output, env, workdir)
         read_timeout = None if timeout is None else timeout + self._c.grace
-        callbacks = {"stdout": on_stdout, "stderr": on_stderr, "notice": on_notice, "output": on_output}
+        callbacks = {"stdout": on_stdout, "stderr": on_stderr, "notice": on_notice, "display": on_display,
+                     "output": on_output}
         resp = await self._c._t.open("POST", _api.sessions_path(self.name, "/exec"), body, _api.EXEC_HEADERS,
                                      timeout=read_timeout)
         st = _api.ExecStream()

@@ -8,14 +8,16 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 from . import _api
 from ._api import InvalidExport
 from ._transport import DEFAULT_URL, Transport
-from .types import ExecError, Execution, Output, RestoreInfo, SessionInfo, Snapshot, Summary, Vars
+from .types import Display, ExecError, Execution, Output, RestoreInfo, SessionInfo, Snapshot, Summary, Vars
 
 __all__ = ["Client", "ExecError", "Execution", "InvalidExport", "OutputCallback", "Session"]
 
 #: What a streaming callback receives: the text of one chunk of output.
 OutputCallback = Callable[[str], Any]
-#: What on_output receives: a rich output (a figure, a display) as the execution makes it.
+#: What on_output receives: a file output (a figure saved as PNG) at the end of the execution.
 RichOutputCallback = Callable[[Output], Any]
+#: What on_display receives: a display (a mime bundle) as the code makes it, in place among the output.
+DisplayCallback = Callable[[Display], Any]
 
 
 def _env_url(url: Optional[str]) -> str:
@@ -61,20 +63,22 @@ class Session:
             on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None,
             on_notice: Optional[OutputCallback] = None, max_output: Optional[Union[int, str]] = None,
             env: Optional[Dict[str, str]] = None, workdir: Optional[str] = None,
-            on_output: Optional[RichOutputCallback] = None) -> Execution:
+            on_display: Optional[DisplayCallback] = None, on_output: Optional[RichOutputCallback] = None) -> Execution:
         """Runs code in the session, as a notebook cell, and returns its Execution.
 
         timeout (seconds) interrupts the code in the session (status "timeout", state kept);
         the client gives up waiting a little after it (TimeoutError). on_stdout and on_stderr
-        receive the output as it is produced, in order, before run returns; on_output each
-        rich Output (figure, display) as it comes. A stopped session is started first. If the
+        receive the output as it is produced, in order, before run returns; on_display each
+        Display (a mime bundle: display(), a figure shown) in its place among them; on_output
+        each file Output. A stopped session is started first. If the
         stream is cut (the server stopped), RuntimeUnavailable is raised; the execution goes on
         in the session and lands in its history. env and workdir (relative to /workspace, or
         absolute) hold for this execution only.
         """
         body = _api.exec_payload(code, timeout, max_output, env, workdir)
         read_timeout = None if timeout is None else timeout + self._c.grace
-        callbacks = {"stdout": on_stdout, "stderr": on_stderr, "notice": on_notice, "output": on_output}
+        callbacks = {"stdout": on_stdout, "stderr": on_stderr, "notice": on_notice, "display": on_display,
+                     "output": on_output}
         t = self._c._t
         resp = t.open("POST", _api.sessions_path(self.name, "/exec"), body, _api.EXEC_HEADERS, timeout=read_timeout)
         st = _api.ExecStream()

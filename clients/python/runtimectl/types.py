@@ -9,6 +9,7 @@ value of the server's JSON, as before, but warns with DeprecationWarning: use th
 """
 
 import base64
+import dataclasses
 import datetime as _dt
 import json
 import re
@@ -383,8 +384,8 @@ class State(_DictAccess):
                    message=_s(d, "message"), raw=d)
 
 
-# Media types whose bundle values are text (or JSON) rather than base64 of bytes.
 def _is_text_mime(mime: str) -> bool:
+    """Whether a bundle's value of this media type is text (or JSON) rather than base64."""
     m = mime.split(";", 1)[0].strip().lower()
     return (m.startswith("text/") or m.endswith(("+json", "+xml", "/json", "/javascript", "/xml"))
             or m in ("image/svg+xml", "application/x-latex"))
@@ -392,7 +393,7 @@ def _is_text_mime(mime: str) -> bool:
 
 def _bundle_value(mime: str, v: Any) -> Any:
     """A value of a mime bundle as Python has it: text as str, JSON as its object, binary
-    (base64 on the wire, as in nbformat) as bytes."""
+    (base64 on the wire, as in Jupyter's messages) as bytes."""
     if isinstance(v, list) and all(isinstance(x, str) for x in v) and _is_text_mime(mime):
         return "".join(v)  # nbformat's multiline strings
     if isinstance(v, str) and not _is_text_mime(mime):
@@ -403,76 +404,43 @@ def _bundle_value(mime: str, v: Any) -> Any:
     return v
 
 
-@dataclass
-class Output(_DictAccess):
-    """A rich output of an execution: a figure, an HTML table, a display.
+# The order in which a representation is the main one of a bundle, as Jupyter prefers them.
+_MIME_ORDER = ["application/vnd.jupyter.widget-view+json", "application/javascript", "text/html",
+               "text/markdown", "text/latex", "image/svg+xml", "image/png", "image/jpeg", "image/gif",
+               "application/pdf", "application/json", "text/plain"]
 
-    Two kinds come from the server. A file output (kind "file") is a file the session wrote
-    under /workspace (path) with its bytes (data) of one media type (mime); problem says why
-    data is missing (too large, unreadable). A display (kind "display_data", "execute_result"
-    or "update_display_data", as in Jupyter) carries a bundle of media types to data (text as
-    str, JSON as its object, images as bytes), its metadata and a display_id that later
-    updates name.
 
-    ``out.png()``, ``out.html()``, ``out.text()`` and ``out.json()`` give one representation;
-    IPython and Jupyter render an Output by its ``_repr_mimebundle_``.
-    """
+class _Rich:
+    """Access by media type, for an Output (one type) and a Display (a bundle), and IPython's
+    rich display protocol, so that either shows itself in a notebook."""
 
-    mime: str = ""
-    path: str = ""
-    data: bytes = b""
-    problem: str = ""
-    kind: str = "file"
-    bundle: Dict[str, Any] = field(default_factory=dict)
-    metadata: Dict[str, Any] = field(default_factory=dict)
-    display_id: Optional[str] = None
-    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    def __repr__(self) -> str:
-        parts = ["kind=%r" % self.kind, "mime=%r" % self.mime]
-        if self.path:
-            parts.append("path=%r" % self.path)
-        if self.data:
-            parts.append("data=<%d bytes>" % len(self.data))
-        if self.bundle:
-            parts.append("bundle=%r" % sorted(self.bundle))
-        if self.display_id:
-            parts.append("display_id=%r" % self.display_id)
-        if self.problem:
-            parts.append("problem=%r" % self.problem)
-        return "Output(%s)" % ", ".join(parts)
-
-    def _legacy(self) -> Dict[str, Any]:
-        d = dict(self.raw)
-        if "data" in d and isinstance(d["data"], str):
-            d["data"] = self.data  # 0.1 gave a file output's data as bytes
-        return d
+    metadata: Dict[str, Any]
 
     @property
-    def mimes(self) -> List[str]:
-        """The media types this output has, the main one first."""
-        out = list(self.bundle)
-        if self.mime and self.mime not in out:
-            out.insert(0, self.mime)
-        return out
+    def mimes(self) -> List[str]:  # pragma: no cover - defined by each class
+        raise NotImplementedError
 
-    def get_data(self, mime: str) -> Any:
-        """The output's data in one media type, or None: str for text, bytes for binary, the
-        object for JSON."""
-        if mime in self.bundle:
-            return self.bundle[mime]
-        if mime == self.mime and self.data:
-            return self.data.decode("utf-8", "replace") if _is_text_mime(mime) else self.data
-        return None
+    def get_data(self, mime: str) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    @property
+    def main_mime(self) -> str:
+        """The richest media type it has (Jupyter's order), "" for none."""
+        ms = self.mimes
+        for m in _MIME_ORDER:
+            if m in ms:
+                return m
+        return ms[0] if ms else ""
 
     def png(self) -> Optional[bytes]:
         """The PNG bytes, or None."""
         v = self.get_data("image/png")
-        return v if isinstance(v, (bytes, bytearray)) else None
+        return bytes(v) if isinstance(v, (bytes, bytearray)) else None
 
     def jpeg(self) -> Optional[bytes]:
+        """The JPEG bytes, or None."""
         v = self.get_data("image/jpeg")
-        return v if isinstance(v, (bytes, bytearray)) else None
+        return bytes(v) if isinstance(v, (bytes, bytearray)) else None
 
     def svg(self) -> Optional[str]:
         return self._text("image/svg+xml")
@@ -493,7 +461,7 @@ class Output(_DictAccess):
     def json(self) -> Any:
         """The application/json representation (the object), or None."""
         v = self.get_data("application/json")
-        if isinstance(v, (bytes, str)):
+        if isinstance(v, (bytes, bytearray, str)):
             try:
                 return json.loads(v)
             except ValueError:
@@ -507,10 +475,11 @@ class Output(_DictAccess):
         return v if isinstance(v, str) else None
 
     def save(self, path: str, mime: Optional[str] = None) -> str:
-        """Writes one representation (default the main one) to a local file; returns path."""
-        v = self.get_data(mime or self.mime or (self.mimes[0] if self.mimes else ""))
+        """Writes one representation (default the richest) to a local file; returns path."""
+        m = mime or self.main_mime
+        v = self.get_data(m)
         if v is None:
-            raise ValueError("the output has no %s data" % (mime or self.mime or "main"))
+            raise ValueError("no %s representation" % (m or "main"))
         if isinstance(v, str):
             v = v.encode()
         elif not isinstance(v, (bytes, bytearray)):
@@ -519,7 +488,6 @@ class Output(_DictAccess):
             f.write(v)
         return path
 
-    # IPython's rich display protocol, so that an Output shows itself in a notebook.
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         data: Dict[str, Any] = {}
         for m in self.mimes:
@@ -541,64 +509,174 @@ class Output(_DictAccess):
     def _repr_png_(self) -> Optional[bytes]:
         return self.png()
 
-    def _repr_markdown_(self) -> Optional[str]:
-        return self.markdown()
+    def _repr_jpeg_(self) -> Optional[bytes]:
+        return self.jpeg()
 
     def _repr_svg_(self) -> Optional[str]:
         return self.svg()
 
+    def _repr_markdown_(self) -> Optional[str]:
+        return self.markdown()
+
+    def _repr_latex_(self) -> Optional[str]:
+        return self.latex()
+
+    def _repr_json_(self) -> Any:
+        return self.json()
+
+
+@dataclass(repr=False)
+class Output(_Rich, _DictAccess):
+    """A file output of an execution: a file the session wrote under /workspace (a figure saved
+    as PNG, an HTML report), its media type, path and bytes.
+
+    problem says why data is missing (too large, unreadable); omitted is set when the reply's
+    budget for outputs left the bytes out (read them with Session.read_file(path)). ``png()``,
+    ``html()``, ``text()`` give the content by type; a notebook renders it
+    (``_repr_mimebundle_``). Displays (mime bundles, Jupyter's display_data) are Display.
+    """
+
+    mime: str = ""
+    path: str = ""
+    data: bytes = b""
+    problem: str = ""
+    omitted: bool = False
+    metadata: Dict[str, Any] = field(default_factory=dict)
+    raw: Dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __repr__(self) -> str:
+        parts = ["mime=%r" % self.mime, "path=%r" % self.path]
+        if self.data:
+            parts.append("data=<%d bytes>" % len(self.data))
+        if self.omitted:
+            parts.append("omitted=True")
+        if self.problem:
+            parts.append("problem=%r" % self.problem)
+        return "Output(%s)" % ", ".join(parts)
+
+    def _legacy(self) -> Dict[str, Any]:
+        d = dict(self.raw)
+        if isinstance(d.get("data"), str):
+            d["data"] = self.data  # 0.1 gave the bytes
+        return d
+
+    @property
+    def mimes(self) -> List[str]:
+        return [self.mime] if self.mime else []
+
+    def get_data(self, mime: str) -> Any:
+        """The content if it is of that media type (str for text, bytes otherwise), else None."""
+        if mime != self.mime or (not self.data and self.omitted):
+            return None
+        return self.data.decode("utf-8", "replace") if _is_text_mime(mime) else self.data
+
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Output":
-        mime = _s(d, "mime")
         data = b""
-        bundle: Dict[str, Any] = {}
         raw_data = d.get("data")
-        if isinstance(raw_data, dict):
-            # A display: data is the mime bundle (nbformat's shape).
-            bundle = {str(k): _bundle_value(str(k), v) for k, v in raw_data.items()}
-        elif isinstance(raw_data, str) and raw_data:
+        if isinstance(raw_data, str) and raw_data:
             try:
                 data = base64.b64decode(raw_data)
             except (ValueError, TypeError):
                 data = raw_data.encode()
-        if isinstance(d.get("bundle"), dict):
-            bundle.update({str(k): _bundle_value(str(k), v) for k, v in d["bundle"].items()})
-        kind = _s(d, "kind") or _s(d, "output_type") or ("display_data" if bundle else "file")
-        if not mime and bundle:
-            mime = _main_mime(bundle)
+        return cls(mime=_s(d, "mime"), path=_s(d, "path"), data=data, problem=_s(d, "problem"),
+                   omitted=bool(d.get("omitted")), raw=d)
+
+
+@dataclass(repr=False)
+class Display(_Rich, _DictAccess):
+    """A display of an execution, as Jupyter has them: IPython's display(), a figure shown, a
+    DataFrame as the cell's value (kind "execute_result").
+
+    kind is display_data, execute_result, update_display_data (it replaces the earlier display
+    of its display_id) or clear_output (wait: at the next display). data is the mime bundle:
+    text as str, JSON as its object, images as bytes. stdout_pos and stderr_pos are the bytes of
+    stdout and stderr that came before it. ``d.png()``, ``d.html()``, ``d.text()``, ``d.json()``
+    give one representation; a notebook renders it (``_repr_mimebundle_``).
+    """
+
+    kind: str = "display_data"
+    data: Dict[str, Any] = field(default_factory=dict)
+    metadata: Dict[str, Any] = field(default_factory=dict)
+    display_id: Optional[str] = None
+    wait: bool = False
+    stdout_pos: int = 0
+    stderr_pos: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __repr__(self) -> str:
+        parts = ["kind=%r" % self.kind]
+        if self.data:
+            parts.append("mimes=%r" % self.mimes)
+        if self.display_id:
+            parts.append("display_id=%r" % self.display_id)
+        t = self.text()
+        if t is not None:
+            parts.append("text=%r" % (t if len(t) <= 60 else t[:57] + "..."))
+        return "Display(%s)" % ", ".join(parts)
+
+    @property
+    def mimes(self) -> List[str]:
+        return list(self.data)
+
+    @property
+    def dropped(self) -> int:
+        """The bytes of data the server's caps dropped (metadata.runtimectl.dropped), 0 for none."""
+        rt = self.metadata.get("runtimectl")
+        try:
+            return int(rt.get("dropped") or 0) if isinstance(rt, dict) else 0
+        except (TypeError, ValueError):
+            return 0
+
+    def get_data(self, mime: str) -> Any:
+        """The representation of that media type, or None."""
+        return self.data.get(mime)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Display":
+        data = d.get("data")
         meta = d.get("metadata")
         did = d.get("display_id")
-        if did is None and isinstance(d.get("transient"), dict):
+        if did in (None, "") and isinstance(d.get("transient"), dict):
             did = d["transient"].get("display_id")
-        return cls(mime=mime, path=_s(d, "path"), data=data, problem=_s(d, "problem"), kind=kind, bundle=bundle,
+        return cls(kind=_s(d, "kind") or _s(d, "output_type") or "display_data",
+                   data={str(k): _bundle_value(str(k), v) for k, v in data.items()} if isinstance(data, dict) else {},
                    metadata=dict(meta) if isinstance(meta, dict) else {},
-                   display_id=None if did in (None, "") else str(did), raw=d)
-
-
-#: Display is the name of an Output that is a display (a mime bundle); they are one type.
-Display = Output
-
-# The order in which a representation is the main one of a bundle, as Jupyter prefers them.
-_MIME_ORDER = ["application/vnd.jupyter.widget-view+json", "application/javascript", "text/html",
-               "text/markdown", "text/latex", "image/svg+xml", "image/png", "image/jpeg", "image/gif",
-               "application/pdf", "application/json", "text/plain"]
-
-
-def _main_mime(bundle: Dict[str, Any]) -> str:
-    for m in _MIME_ORDER:
-        if m in bundle:
-            return m
-    return next(iter(bundle), "")
+                   display_id=None if did in (None, "") else str(did), wait=bool(d.get("wait")),
+                   stdout_pos=_i(d, "stdout_pos"), stderr_pos=_i(d, "stderr_pos"), raw=d)
 
 
 def _outputs(d: Dict[str, Any]) -> List[Output]:
     return [Output.from_json(x) for x in _dicts(d, "outputs")]
 
 
+def _displays(d: Dict[str, Any]) -> List[Display]:
+    return [Display.from_json(x) for x in _dicts(d, "displays")]
+
+
+def shown(displays: List[Display]) -> List[Display]:
+    """What a notebook shows at the end of a cell with these displays in order: an
+    update_display_data replaces the display of its display_id in place (and is dropped when
+    there is none), a clear_output removes what came before it."""
+    out: List[Display] = []
+    for d in displays:
+        if d.kind == "clear_output":
+            out = []
+            continue
+        if d.kind == "update_display_data":
+            for i, prev in enumerate(out):
+                if d.display_id and prev.display_id == d.display_id:
+                    out[i] = dataclasses.replace(prev, data=d.data, metadata=d.metadata or prev.metadata)
+            continue
+        out.append(d)
+    return out
+
+
 class _ResultView:
-    """What Execution and HistoryRecord share: their outputs, seen by kind."""
+    """What Execution and HistoryRecord share: their status, outputs and displays."""
 
     outputs: List[Output]
+    displays: List[Display]
     status: str
 
     @property
@@ -607,34 +685,29 @@ class _ResultView:
         return self.status == "ok"
 
     @property
-    def displays(self) -> List[Output]:
-        """The outputs that are displays (mime bundles), in order; an update of a display_id
-        replaces the earlier display of that id in place."""
-        shown: List[Output] = []
-        where: Dict[str, int] = {}
-        for o in self.outputs:
-            if o.kind == "file":
-                continue
-            if o.kind == "update_display_data" and o.display_id in where:
-                shown[where[o.display_id]] = o  # type: ignore[index]
-                continue
-            if o.display_id:
-                where[o.display_id] = len(shown)
-            shown.append(o)
-        return shown
+    def shown(self) -> List[Display]:
+        """The displays as a notebook shows them at the end (updates and clears applied)."""
+        return shown(self.displays)
 
     @property
-    def files(self) -> List[Output]:
-        """The outputs that are files the session wrote (figures saved under /workspace)."""
-        return [o for o in self.outputs if o.kind == "file"]
+    def result_display(self) -> Optional[Display]:
+        """The final expression's value as a bundle (kind execute_result), or None."""
+        for d in self.displays:
+            if d.kind == "execute_result":
+                return d
+        return None
 
     @property
     def images(self) -> List[bytes]:
-        """The PNG bytes of every output that has some, in order."""
+        """The PNG bytes of the shown displays, in order; of the file outputs when there are no
+        displays at all (a server or a language without them). A figure is both a display
+        and a file: this counts it once."""
+        if self.displays:
+            return [p for p in (d.png() for d in self.shown) if p]
         return [p for p in (o.png() for o in self.outputs) if p]
 
     def png(self) -> Optional[bytes]:
-        """The first PNG of the outputs, or None."""
+        """The first of images, or None."""
         imgs = self.images
         return imgs[0] if imgs else None
 
@@ -644,8 +717,10 @@ class Execution(_ResultView, _DictAccess):
     """The end of an execution: the fields of `runtimectl session exec --json`.
 
     status is one of ok, error, timeout, interrupted, crashed. result is the repr of a final
-    expression, else None. outputs are its rich outputs (Output: figures, displays); state says
-    what became of the interpreter state; restored what a restart brought back first.
+    expression, else None. outputs are the files it wrote as rich outputs (Output: figures saved
+    as PNG); displays its displays in order (Display: mime bundles, as Jupyter's display_data),
+    shown what a notebook shows of them; state says what became of the interpreter state;
+    restored what a restart brought back first.
     """
 
     session: str = ""
@@ -657,11 +732,13 @@ class Execution(_ResultView, _DictAccess):
     error: Optional[ExecError] = None
     duration_ms: float = 0.0
     outputs: List[Output] = field(default_factory=list)
+    displays: List[Display] = field(default_factory=list)
     message: str = ""
     state: Optional[State] = None
     restored: Optional[RestoreInfo] = None
     stdout_truncated: int = 0
     stderr_truncated: int = 0
+    streamed: bool = False
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -677,9 +754,10 @@ class Execution(_ResultView, _DictAccess):
         return cls(
             session=_s(d, "session"), seq=_i(d, "seq"), status=_s(d, "status"), stdout=_s(d, "stdout"),
             stderr=_s(d, "stderr"), result=d.get("result"), error=ExecError.from_json(d.get("error")),
-            duration_ms=_f(d, "duration_ms"), outputs=_outputs(d), message=_s(d, "message"),
+            duration_ms=_f(d, "duration_ms"), outputs=_outputs(d), displays=_displays(d), message=_s(d, "message"),
             state=State.from_json(d.get("state")), restored=_restore(d, "restored"),
-            stdout_truncated=_i(d, "stdout_truncated"), stderr_truncated=_i(d, "stderr_truncated"), raw=d,
+            stdout_truncated=_i(d, "stdout_truncated"), stderr_truncated=_i(d, "stderr_truncated"),
+            streamed=bool(d.get("streamed")), raw=d,
         )
 
 
@@ -687,7 +765,7 @@ class Execution(_ResultView, _DictAccess):
 class HistoryRecord(_ResultView, _DictAccess):
     """One execution of a session's history (`session history --json`): its code, status
     ("running" while it has no end), output, result, error, outputs (without their bytes: the
-    history keeps their paths), when it started and how long it ran."""
+    history keeps their paths), displays, when it started and how long it ran."""
 
     seq: int = 0
     code: str = ""
@@ -697,6 +775,7 @@ class HistoryRecord(_ResultView, _DictAccess):
     result: Optional[str] = None
     error: Optional[ExecError] = None
     outputs: List[Output] = field(default_factory=list)
+    displays: List[Display] = field(default_factory=list)
     started: Optional[_dt.datetime] = None
     duration_ms: float = 0.0
     state: Optional[State] = None
@@ -707,5 +786,5 @@ class HistoryRecord(_ResultView, _DictAccess):
     def from_json(cls, d: Dict[str, Any]) -> "HistoryRecord":
         return cls(seq=_i(d, "seq"), code=_s(d, "code"), status=_s(d, "status"), stdout=_s(d, "stdout"),
                    stderr=_s(d, "stderr"), result=d.get("result"), error=ExecError.from_json(d.get("error")),
-                   outputs=_outputs(d), started=parse_time(d.get("started")), duration_ms=_f(d, "duration_ms"),
+                   outputs=_outputs(d), displays=_displays(d), started=parse_time(d.get("started")), duration_ms=_f(d, "duration_ms"),
                    state=State.from_json(d.get("state")), notes=_strs(d, "notes"), raw=d)

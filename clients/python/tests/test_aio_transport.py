@@ -99,10 +99,10 @@ class Fake:
             for i in range(3):
                 self.chunk(writer, {"event": "stdout", "data": "%d\n" % i})
                 await writer.drain()
-            self.chunk(writer, {"event": "output", "kind": "display_data", "data": {"text/plain": "d"}})
+            self.chunk(writer, {"event": "display", "display": {"kind": "display_data", "data": {"text/plain": "d"}}})
             # An end that does not repeat the streamed stdout (a server that keeps no copy).
             self.chunk(writer, {"event": "end", "session": "a", "seq": 1, "status": "ok", "result": "42",
-                                "outputs": []})
+                                "stdout": "", "stderr": "", "streamed": True, "outputs": []})
             writer.write(b"0\r\n\r\n")
         else:
             self.reply(writer, 404, {"error": "no route %s" % path})
@@ -137,9 +137,10 @@ def test_typed_replies_on_one_kept_alive_connection():
         v = await s.vars()
         assert isinstance(v, Vars) and v.names == ["x"]
         got = []
-        ex = await s.run("print", on_stdout=got.append)
-        assert (ex.result, ex.stdout, "".join(got)) == ("42", "0\n1\n2\n", "0\n1\n2\n"), "stdout kept from the stream"
-        assert [o.text() for o in ex.displays] == ["d"], "outputs streamed before the end are kept"
+        ex = await s.run("print", on_stdout=got.append, on_display=lambda d: got.append(d.text()))
+        assert (ex.result, ex.stdout) == ("42", "0\n1\n2\n"), "stdout kept from the stream"
+        assert got == ["0\n", "1\n", "2\n", "d"], "callbacks in the stream's order"
+        assert [o.text() for o in ex.displays] == ["d"], "displays streamed before the end are kept"
         data = await s.read_file("blob")
         assert data == bytes(range(256)) * 1000
         assert fake.connections == 1, "one connection for all the requests"

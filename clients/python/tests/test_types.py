@@ -67,42 +67,65 @@ def test_execution_and_file_outputs():
     d = {"session": "a", "seq": 2, "status": "error", "stdout": "o", "stderr": "e", "result": None,
          "error": {"name": "ZeroDivisionError", "value": "division by zero", "traceback": "1/0"},
          "duration_ms": 12.5, "outputs": [{"mime": "image/png", "path": "/workspace/.runtimectl/f.png",
-                                           "data": base64.b64encode(PNG).decode()}],
+                                           "data": base64.b64encode(PNG).decode()},
+                                          {"mime": "text/html", "path": "/workspace/r.html", "omitted": True,
+                                           "problem": "over the reply's budget: GET .../files/r.html"}],
          "state": {"status": "saved", "snapshot": "s2"}, "stdout_truncated": 3}
     ex = Execution.from_json(d)
     assert not ex.ok and str(ex.error) == "ZeroDivisionError: division by zero"
     assert ex.state.status == "saved" and ex.stdout_truncated == 3
-    out = ex.outputs[0]
-    assert (out.kind, out.mime, out.data) == ("file", "image/png", PNG)
-    assert out.png() == PNG and ex.png() == PNG and ex.images == [PNG]
-    assert ex.files == [out] and ex.displays == []
+    out, big = ex.outputs
+    assert (out.mime, out.data) == ("image/png", PNG)
+    assert out.png() == PNG and ex.png() == PNG and ex.images == [PNG] and out.html() is None
+    assert big.omitted and big.html() is None and "files/r.html" in big.problem
+    assert ex.displays == [] and ex.shown == [] and ex.result_display is None
     with pytest.warns(DeprecationWarning):
         assert out["data"] == PNG, "0.1 gave the bytes"
     with pytest.warns(DeprecationWarning):
         assert out["mime"] == "image/png"
     assert "data=<12 bytes>" in repr(out)
+    assert out._repr_mimebundle_() == ({"image/png": PNG}, {})
 
 
-def test_display_bundles():
-    d = {"outputs": [
-        {"kind": "display_data", "data": {"text/plain": "<Figure>", "image/png": base64.b64encode(PNG).decode()},
-         "metadata": {"image/png": {"width": 640}}, "display_id": "fig1"},
-        {"output_type": "execute_result", "data": {"text/html": ["<table>", "</table>"], "text/plain": "df",
-                                                   "application/json": {"a": [1, 2]}}},
-        {"kind": "update_display_data", "data": {"text/plain": "done"}, "transient": {"display_id": "fig1"}},
-    ], "status": "ok"}
+def test_displays_as_the_wire_format_has_them():
+    fig = {"kind": "display_data", "data": {"text/plain": "<Figure>", "image/png": base64.b64encode(PNG).decode()},
+           "metadata": {"image/png": {"width": 640}}, "display_id": "fig1", "stdout_pos": 2, "stderr_pos": 0}
+    d = {"status": "ok", "stdout": "a\nb\n", "displays": [
+        fig,
+        {"kind": "execute_result", "data": {"text/html": "<table></table>", "text/plain": "df",
+                                            "application/json": {"a": [1, 2]}}},
+        {"kind": "update_display_data", "data": {"text/plain": "done"}, "display_id": "fig1"},
+        {"kind": "display_data", "data": {"text/plain": "gone soon"}},
+        {"kind": "clear_output", "wait": True},
+        {"kind": "display_data", "data": {"text/markdown": "# last", "text/plain": "last"}},
+    ], "outputs": [{"mime": "image/png", "path": "/workspace/outputs/1.png", "data": base64.b64encode(b"file").decode()}]}
     ex = Execution.from_json(d)
-    fig, table, upd = ex.outputs
-    assert isinstance(fig, Display)
-    assert fig.png() == PNG and fig.text() == "<Figure>" and fig.metadata["image/png"]["width"] == 640
-    assert fig.mime == "image/png", "the richest representation is the main one"
-    assert table.html() == "<table></table>", "nbformat's line lists are joined"
-    assert table.json() == {"a": [1, 2]} and table._repr_html_() == "<table></table>"
-    assert upd.display_id == "fig1", "transient.display_id as in Jupyter's messages"
-    assert ex.displays == [upd, table], "an update replaces its display in place"
-    bundle, meta = fig._repr_mimebundle_()
+    f, table, upd, _, clear, last = ex.displays
+    assert isinstance(f, Display)
+    assert f.png() == PNG and f.text() == "<Figure>" and f.metadata["image/png"]["width"] == 640
+    assert (f.stdout_pos, f.display_id) == (2, "fig1") and f.main_mime == "image/png"
+    assert table.html() == "<table></table>" and table.json() == {"a": [1, 2]} and table._repr_html_() == "<table></table>"
+    assert ex.result_display is table
+    assert clear.wait and clear.kind == "clear_output"
+    assert [x.text() for x in ex.shown] == ["last"], "clear_output drops what came before"
+    assert last.markdown() == "# last" and last._repr_markdown_() == "# last"
+    ex2 = Execution.from_json(dict(d, displays=d["displays"][:3]))
+    assert [x.text() for x in ex2.shown] == ["done", "df"], "an update replaces its display in place"
+    assert ex2.shown[0].png() is None and ex2.displays[0].png() == PNG
+    assert ex.png() is None and ex.images == [], "the shown displays have no PNG left"
+    assert ex2.images == [] and Execution.from_json(dict(d, displays=[fig])).png() == PNG
+    assert Execution.from_json(dict(d, displays=[])).png() == b"file", "else the file outputs"
+    bundle, meta = f._repr_mimebundle_()
     assert bundle == {"image/png": PNG, "text/plain": "<Figure>"} and meta == {"image/png": {"width": 640}}
-    assert fig._repr_mimebundle_(include=["text/plain"])[0] == {"text/plain": "<Figure>"}
+    assert f._repr_mimebundle_(include=["text/plain"])[0] == {"text/plain": "<Figure>"}
+    dropped = Display.from_json({"kind": "display_data", "data": {"text/plain": "[runtimectl: display of 9 bytes dropped]"},
+                                 "metadata": {"runtimectl": {"dropped": 9}}})
+    assert dropped.dropped == 9 and f.dropped == 0
+    with pytest.warns(DeprecationWarning):
+        assert f["display_id"] == "fig1"
+    assert "Display(kind='display_data'" in repr(f)
+    h = HistoryRecord.from_json({"seq": 1, "status": "ok", "displays": [fig]})
+    assert h.displays[0].png() == PNG and h.png() == PNG
 
 
 def test_history_snapshot_summary():
