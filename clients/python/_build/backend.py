@@ -114,7 +114,7 @@ def build_sdist(sdist_directory, config_settings=None):
     base = "%s-%s" % (NAME, _version())
     fname = base + ".tar.gz"
     with tarfile.open(os.path.join(sdist_directory, fname), "w:gz") as tf:
-        for rel in ["pyproject.toml", "README.md", "_build/backend.py"]:
+        for rel in ["pyproject.toml", "README.md", "CHANGELOG.md", "_build/backend.py"]:
             if os.path.exists(os.path.join(HERE, rel)):
                 tf.add(os.path.join(HERE, rel), arcname=base + "/" + rel)
         for full, arc in _files():

@@ -27,7 +27,7 @@ from .errors import (
 from .types import (Display, ExecError, Execution, FileInfo, HistoryRecord, Output, RecentExec, RestoreInfo,
                     SessionInfo, Skipped, Snapshot, StartInfo, State, Summary, Var, Vars)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AsyncClient", "AsyncSession", "Busy", "Client", "Conflict", "Display", "ExecError", "Execution", "FileInfo",
