@@ -628,6 +628,13 @@ class Display(_Rich, _DictAccess):
         except (TypeError, ValueError):
             return 0
 
+    @property
+    def truncated(self) -> bool:
+        """Whether the server's caps left data out: dropped when it was made (see dropped) or
+        from the history record it was read from."""
+        rt = self.metadata.get("runtimectl")
+        return isinstance(rt, dict) and bool(rt.get("dropped") or rt.get("dropped_from_history"))
+
     def get_data(self, mime: str) -> Any:
         """The representation of that media type, or None."""
         return self.data.get(mime)

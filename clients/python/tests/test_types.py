@@ -120,7 +120,8 @@ def test_displays_as_the_wire_format_has_them():
     assert f._repr_mimebundle_(include=["text/plain"])[0] == {"text/plain": "<Figure>"}
     dropped = Display.from_json({"kind": "display_data", "data": {"text/plain": "[runtimectl: display of 9 bytes dropped]"},
                                  "metadata": {"runtimectl": {"dropped": 9}}})
-    assert dropped.dropped == 9 and f.dropped == 0
+    assert dropped.dropped == 9 and f.dropped == 0 and dropped.truncated and not f.truncated
+    assert Display.from_json({"kind": "display_data", "metadata": {"runtimectl": {"dropped_from_history": True}}}).truncated
     with pytest.warns(DeprecationWarning):
         assert f["display_id"] == "fig1"
     assert "Display(kind='display_data'" in repr(f)
