@@ -9,7 +9,7 @@ import urllib.parse
 from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
 
 from ._transport import DEFAULT_URL, with_query
-from .errors import RuntimeUnavailable, from_response
+from .errors import RuntimeUnavailable, from_body
 
 __all__ = ["AsyncTransport", "Response", "DEFAULT_URL"]
 
@@ -351,14 +351,7 @@ class AsyncTransport:
                 raise
         resp = Response(self, conn, status, hdrs, method, t)
         if status >= 400:
-            raw = await resp.read()
-            try:
-                body_obj = json.loads(raw) if raw else {}
-            except ValueError:
-                body_obj = {"error": raw.decode("utf-8", "replace")}
-            if not isinstance(body_obj, dict):
-                body_obj = {}
-            raise from_response(status, body_obj, "%s %s: HTTP %d" % (method, path, status))
+            raise from_body(status, await resp.read(), "%s %s" % (method, path))
         return resp
 
     async def call(self, method: str, path: str, payload: Any = None, query: Optional[Dict[str, Any]] = None,

@@ -9,7 +9,7 @@ import threading
 import urllib.parse
 from typing import Any, Dict, Iterator, Optional, Tuple
 
-from .errors import RuntimeUnavailable, from_response
+from .errors import RuntimeUnavailable, from_body
 
 DEFAULT_URL = "http://127.0.0.1:8700"
 
@@ -105,14 +105,7 @@ class Transport:
                 self.close()
                 raise RuntimeUnavailable("cannot reach runtimectl serve at %s: %s; is it running (`runtimectl serve`)? is RUNTIMECTL_URL right?" % (self.url, e)) from e
         if resp.status >= 400:
-            raw = resp.read()
-            try:
-                body_obj = json.loads(raw) if raw else {}
-            except ValueError:
-                body_obj = {"error": raw.decode("utf-8", "replace")}
-            if not isinstance(body_obj, dict):
-                body_obj = {}
-            raise from_response(resp.status, body_obj, "%s %s: HTTP %d" % (method, path, resp.status))
+            raise from_body(resp.status, resp.read(), "%s %s" % (method, path))
         return resp
 
     def call(self, method: str, path: str, payload: Any = None, query: Optional[Dict[str, Any]] = None,

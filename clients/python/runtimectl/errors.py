@@ -1,6 +1,7 @@
 """Exceptions of the runtimectl client. Each carries the server's message (what is wrong and
 what to do), the HTTP status and the server's error code."""
 
+import json
 from typing import Optional
 
 
@@ -68,3 +69,14 @@ def from_response(status: int, body: dict, fallback: str) -> RuntimectlError:
     if status == 401:
         message = "the server refused the token: set RUNTIMECTL_TOKEN (or Client(token=...)) to a token of its token file"
     return cls(message, status=status, code=code)
+
+
+def from_body(status: int, raw: bytes, what: str) -> RuntimectlError:
+    """The exception for an error response whose body is raw (JSON {"error", "code"}, or text)."""
+    try:
+        body = json.loads(raw) if raw else {}
+    except ValueError:
+        body = {"error": raw.decode("utf-8", "replace")}
+    if not isinstance(body, dict):
+        body = {}
+    return from_response(status, body, "%s: HTTP %d" % (what, status))
