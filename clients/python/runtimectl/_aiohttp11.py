@@ -368,6 +368,7 @@ class AsyncTransport:
         return raw.decode("utf-8", "replace")
 
     async def raw(self, method: str, path: str, body: Optional[bytes] = None, headers: Optional[Dict[str, str]] = None,
-                  query: Optional[Dict[str, Any]] = None, timeout: Optional[float] = -1.0) -> Tuple[bytes, str]:
+                  query: Optional[Dict[str, Any]] = None, timeout: Optional[float] = -1.0) -> Tuple[bytes, Dict[str, str]]:
+        """A request with a body of bytes; the reply's bytes and headers (names in lower case)."""
         resp = await self.open(method, with_query(path, query), body, headers, timeout)
-        return await resp.read(), resp.header("Content-Type")
+        return await resp.read(), dict(resp.headers)

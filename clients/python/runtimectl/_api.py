@@ -1,6 +1,7 @@
 """The requests of the API and what their replies become, shared by the sync and the asyncio
 clients (which differ only in how they send them). Internal."""
 
+import hashlib
 import io
 import json
 import os
@@ -14,7 +15,8 @@ from .types import Display, Execution, HistoryRecord, Output, RestoreInfo, Sessi
 
 class Req(NamedTuple):
     """One request: a JSON one (parse gets the decoded reply) or, with raw, one whose body is
-    bytes both ways (parse gets the reply's bytes and Content-Type)."""
+    bytes both ways (parse gets the reply's bytes and headers, names in lower case). A parse
+    that returns a Req asks for that request next (its result is the call's)."""
 
     method: str
     path: str
@@ -150,12 +152,12 @@ def write_file(name: str, path: str, data: Union[bytes, str]) -> Req:
     if isinstance(data, str):
         data = data.encode()
     return Req("PUT", sessions_path(name, "/files/" + quote_path(path)), raw=True, body=data, headers=_OCTETS,
-               parse=lambda b, c: None)
+               parse=lambda b, h: None)
 
 
 def read_file(name: str, path: str) -> Req:
-    def parse(data: bytes, ctype: str) -> bytes:
-        if ctype.startswith("application/x-tar"):
+    def parse(data: bytes, h: Dict[str, str]) -> bytes:
+        if _ctype(h).startswith("application/x-tar"):
             raise RuntimectlError("%s is a folder in session %s; use read_dir" % (path, name))
         return data
     return Req("GET", sessions_path(name, "/files/" + quote_path(path)), raw=True, parse=parse)
@@ -167,8 +169,8 @@ def write_dir(name: str, path: str, local_dir: str) -> Req:
 
 
 def read_dir(name: str, path: str, dest: str) -> Req:
-    def parse(data: bytes, ctype: str) -> List[str]:
-        if not ctype.startswith("application/x-tar"):
+    def parse(data: bytes, h: Dict[str, str]) -> List[str]:
+        if not _ctype(h).startswith("application/x-tar"):
             raise RuntimectlError("%s is a file in session %s; use read_file" % (path, name))
         return extract(data, dest)
     return Req("GET", sessions_path(name, "/files/" + quote_path(path)), raw=True, parse=parse)
@@ -180,16 +182,35 @@ class InvalidExport(RuntimectlError, ValueError):
 
 def remove(name: str, force: bool, keep: Optional[Iterable[str]], keep_history: bool,
            export_to: Optional[str]) -> Req:
+    """The removal of a session; with keep or keep_history, the export first. The server is
+    asked to keep the session until the export is checked (remove=false): the tar must match
+    its X-Runtimectl-Export-Sha256, is extracted, and only then is the session removed (a
+    server that removes it with the export, X-Runtimectl-Export-Removes absent or true, needs
+    no second request). A cut or corrupt export raises and leaves the session there."""
     kept = list(keep or [])
-    if (kept or keep_history) and not export_to:
+    if not kept and not keep_history:
+        return Req("DELETE", sessions_path(name), query={"force": force}, raw=True, parse=lambda b, h: [])
+    if not export_to:
         raise InvalidExport("give export_to=DIR with keep or keep_history")
-    query: Dict[str, Any] = {"force": force, "keep": kept or None, "keep_history": keep_history or None}
+    query: Dict[str, Any] = {"force": force, "keep": kept or None, "keep_history": keep_history or None,
+                             "remove": False}
 
-    def parse(data: bytes, ctype: str) -> List[str]:
-        if (kept or keep_history) and ctype.startswith("application/x-tar"):
-            return extract(data, export_to or ".")
-        return []
+    def parse(data: bytes, h: Dict[str, str]) -> Any:
+        want = h.get("x-runtimectl-export-sha256", "").strip().lower()
+        removes = h.get("x-runtimectl-export-removes", "true").strip().lower() != "false"
+        if want and hashlib.sha256(data).hexdigest() != want:
+            raise RuntimeUnavailable(
+                "the export of session %s came cut or corrupt (%d bytes, not matching its SHA-256)%s; ask again"
+                % (name, len(data), "" if removes else "; the session is still there"))
+        paths = extract(data, export_to or ".") if _ctype(h).startswith("application/x-tar") else []
+        if removes:
+            return paths
+        return Req("DELETE", sessions_path(name), query={"force": True}, raw=True, parse=lambda b, h2: paths)
     return Req("DELETE", sessions_path(name), query=query, raw=True, parse=parse)
+
+
+def _ctype(h: Dict[str, str]) -> str:
+    return h.get("content-type", "")
 
 
 def tar_of(local_dir: str) -> bytes:

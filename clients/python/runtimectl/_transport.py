@@ -123,9 +123,11 @@ class Transport:
         return raw.decode("utf-8", "replace")
 
     def raw(self, method: str, path: str, body: Optional[bytes] = None, headers: Optional[Dict[str, str]] = None,
-            query: Optional[Dict[str, Any]] = None, timeout: Optional[float] = -1.0) -> Tuple[bytes, str]:
+            query: Optional[Dict[str, Any]] = None, timeout: Optional[float] = -1.0) -> Tuple[bytes, Dict[str, str]]:
+        """A request with a body of bytes; the reply's bytes and headers (names in lower case)."""
         resp = self.open(method, with_query(path, query), body, headers, timeout)
-        return self._read(resp), resp.getheader("Content-Type", "")
+        data = self._read(resp)
+        return data, {k.lower(): v for k, v in resp.getheaders()}
 
     def _read(self, resp: http.client.HTTPResponse) -> bytes:
         try:

@@ -174,9 +174,11 @@ class AsyncClient:
 
     async def _do(self, req: _api.Req) -> Any:
         if req.raw:
-            data, ctype = await self._t.raw(req.method, req.path, req.body, req.headers, query=req.query)
-            return req.parse(data, ctype)
-        return req.parse(await self._t.call(req.method, req.path, req.payload, query=req.query))
+            data, headers = await self._t.raw(req.method, req.path, req.body, req.headers, query=req.query)
+            out = req.parse(data, headers)
+        else:
+            out = req.parse(await self._t.call(req.method, req.path, req.payload, query=req.query))
+        return await self._do(out) if isinstance(out, _api.Req) else out
 
     async def start(self, name: Optional[str] = None, lang: Optional[str] = None, **settings: Any) -> AsyncSession:
         """See Client.start."""

@@ -212,9 +212,11 @@ class Client:
 
     def _do(self, req: _api.Req) -> Any:
         if req.raw:
-            data, ctype = self._t.raw(req.method, req.path, req.body, req.headers, query=req.query)
-            return req.parse(data, ctype)
-        return req.parse(self._t.call(req.method, req.path, req.payload, query=req.query))
+            data, headers = self._t.raw(req.method, req.path, req.body, req.headers, query=req.query)
+            out = req.parse(data, headers)
+        else:
+            out = req.parse(self._t.call(req.method, req.path, req.payload, query=req.query))
+        return self._do(out) if isinstance(out, _api.Req) else out
 
     def start(self, name: Optional[str] = None, lang: Optional[str] = None, **settings: Any) -> Session:
         """Like `runtimectl session start`: creates the session (lang python unless given), or

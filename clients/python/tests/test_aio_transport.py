@@ -5,8 +5,11 @@ cancelled run leave the client usable."""
 
 import asyncio
 import concurrent.futures
+import hashlib
+import io
 import json
 import os
+import tarfile
 import tempfile
 
 import pytest
@@ -82,6 +85,15 @@ class Fake:
             pass
         elif path == "/v1/sessions" and method == "POST":
             self.reply(writer, 403, {"error": "memory 100g is over this token's limit of 4g", "code": "forbidden"})
+        elif path.startswith("/v1/sessions/exp") and method == "DELETE":
+            if "remove=false" in path:
+                data = self.export
+                digest = hashlib.sha256(data).hexdigest() if not path.startswith("/v1/sessions/exp-bad") else "0" * 64
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-tar\r\nContent-Length: %d\r\n"
+                             b"X-Runtimectl-Export-Sha256: %s\r\nX-Runtimectl-Export-Removes: false\r\n\r\n" % (len(data), digest.encode()))
+                writer.write(data)
+            else:
+                writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
         elif path.endswith("/files/blob"):
             self.reply(writer, 200, bytes(range(256)) * 1000, "application/octet-stream")
         elif path.endswith("/exec"):
@@ -221,3 +233,25 @@ def test_an_unreachable_server():
             with pytest.raises(RuntimeUnavailable, match="runtimectl serve"):
                 await c.list()
     asyncio.run(main())
+
+
+def test_an_export_is_checked_before_the_session_is_removed(tmp_path):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        info = tarfile.TarInfo("data/a.csv")
+        info.size = 3
+        tf.addfile(info, io.BytesIO(b"1,2"))
+
+    async def body(c, fake):
+        fake.export = buf.getvalue()
+        got = await (await _handle(c, "exp")).remove(keep=["*.csv"], export_to=str(tmp_path / "out"))
+        assert got == ["data/a.csv"] and (tmp_path / "out" / "data" / "a.csv").read_bytes() == b"1,2"
+        deletes = [p for m, p, _, _ in fake.requests if m == "DELETE"]
+        assert len(deletes) == 2 and "remove=false" in deletes[0] and deletes[1] == "/v1/sessions/exp?force=true", \
+            "exported with the session kept, then removed"
+        fake.requests.clear()
+        with pytest.raises(RuntimeUnavailable, match="not matching its SHA-256.*still there"):
+            await (await _handle(c, "exp-bad")).remove(keep_history=True, export_to=str(tmp_path / "bad"))
+        assert len([p for m, p, _, _ in fake.requests if m == "DELETE"]) == 1, "a bad export removes nothing"
+        assert not (tmp_path / "bad").exists()
+    run(body)
