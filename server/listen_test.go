@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -90,6 +91,42 @@ func TestServeOverTLSWithClientCertificates(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a certificate is not a token")
 
+	// /mcp is behind the same TLS and tokens (issue 24): without a token 401, with one an MCP
+	// client over TLS lists the tools; a client without a certificate does not get in.
+	initialize := func(c *http.Client, hdr map[string]string) (int, error) {
+		req, err := http.NewRequest("POST", p.base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+	code, err := initialize(with, nil)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusUnauthorized, code, "/mcp without a token")
+	code, err = initialize(with, map[string]string{"Authorization": "Bearer not-a-token-of-the-file"})
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusUnauthorized, code, "/mcp with a wrong token")
+	mcpClient := &http.Client{Transport: bearer{tokA, with.Transport}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tls", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp", HTTPClient: mcpClient}, nil)
+	require.NoError(t, err, "MCP over TLS with a token")
+	tools, err := cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	assert.NotEmpty(t, tools.Tools)
+	require.NoError(t, cs.Close())
+	_, err = initialize(&http.Client{Transport: bearer{tokA, &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}, nil)
+	assert.Error(t, err, "/mcp without a client certificate is refused too")
+
 	without := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	resp, err = without.Get(p.base + "/healthz")
 	if err == nil {
@@ -130,4 +167,16 @@ func TestServeOnAUnixSocket(t *testing.T) {
 	assert.NoError(t, p.wait(t, 30*time.Second))
 	_, err = os.Stat(sock)
 	assert.True(t, os.IsNotExist(err), "the socket is removed when the server ends")
+}
+
+// bearer adds a token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
