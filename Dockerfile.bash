@@ -11,6 +11,7 @@ RUN useradd --uid 1000 --user-group --create-home --home-dir /home/user --shell 
  && chown 1000:1000 /workspace /workspace/outputs \
  && chmod 0700 /var/lib/runtimectl
 COPY runtime-agent /usr/local/bin/runtime-agent
+COPY runtime-egress /usr/local/bin/runtime-egress
 COPY kernels/bash/ /opt/runtimectl/kernels/bash/
 ENV PAGER=cat GIT_TERMINAL_PROMPT=0 DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8
 LABEL io.runtimectl.agent="1" io.runtimectl.lang="bash"

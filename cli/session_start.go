@@ -35,7 +35,9 @@ hold again after stop and start. Flags given for an existing session must match 
 one that differs is refused (exit 2), naming it.`,
 		Example: `  runtimectl session start demo
   runtimectl session start sh --lang bash
-  runtimectl session start big --memory 8g --cpus 2 --network bridge --env API_KEY=...`,
+  runtimectl session start big --memory 8g --cpus 2 --network bridge --env API_KEY=...
+  runtimectl session start agent --allow-host pypi.org,files.pythonhosted.org --allow-host api.github.com \
+      --secret-header api.github.com=Authorization:GITHUB_AUTH`,
 		Args: args(0, 1),
 		RunE: func(c *cobra.Command, a []string) error {
 			if len(a) == 1 {
@@ -79,6 +81,8 @@ func addSessionFlags(fl *pflag.FlagSet, spec *session.Spec) {
 	fl.Var(durationValue{&spec.TTL}, "ttl", "record a lifetime: `session gc` (and `runtimectl serve`) removes the session once it has been idle this long")
 	fl.Var(durationValue{&spec.IdleStop}, "idle-stop", "record an idle policy: `session gc` stops the session after this long without an execution")
 	fl.StringVar(&spec.Runtime, "runtime", "", "OCI runtime for the container, e.g. runsc (gVisor) for stronger isolation")
+	fl.StringArrayVar(&spec.AllowHosts, "allow-host", nil, "egress only to these hosts, through runtimectl's proxy: HOST[,HOST...], exact names, *.suffix wildcards, an optional :PORT (default 80 and 443); repeatable")
+	fl.StringArrayVar(&spec.SecretHeaders, "secret-header", nil, "HOST=HEADER:ENV: the proxy adds HEADER, valued from runtimectl's $ENV (or a file, when ENV holds a /), to requests to HOST; the session never sees it; repeatable")
 }
 
 // sessionFlagsGiven clears the settings whose flags were not given, so that they ask for

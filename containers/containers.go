@@ -61,6 +61,9 @@ type Spec struct {
 	TmpSize     int64  // bytes of /tmp (tmpfs, counted in the memory limit)
 	// Labels are added to the container's own (which they cannot replace).
 	Labels map[string]string
+	// Egress: the session has allowed hosts; its container has loopback only and mounts its
+	// egress proxy's socket volume (egress.go).
+	Egress bool
 }
 
 // Defaults for a session container.
@@ -195,6 +198,7 @@ func Config(s Spec) (*container.Config, *container.HostConfig) {
 		},
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 	}
+	egressHost(s, cfg, hc)
 	return cfg, hc
 }
 

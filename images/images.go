@@ -84,11 +84,14 @@ type Builder struct {
 	assets fs.FS
 	// Agent returns the path of a static runtime-agent binary for linux.
 	Agent func(ctx context.Context) (string, error)
+	// Egress returns the path of a static runtime-egress binary for linux (the egress proxy of
+	// sessions with allowed hosts runs from the session's image).
+	Egress func(ctx context.Context) (string, error)
 }
 
 // New returns a Builder. assets holds Dockerfile.<lang> and kernels/.
 func New(api API, assets fs.FS) *Builder {
-	return &Builder{api: api, assets: assets, Agent: FindAgent}
+	return &Builder{api: api, assets: assets, Agent: FindAgent, Egress: FindEgress}
 }
 
 // BuildOptions say what to build.
@@ -123,6 +126,9 @@ func (b *Builder) Build(ctx context.Context, o BuildOptions) (string, bool, erro
 	}
 	files, err := b.contextFiles(o.Lang, agentPath)
 	if err != nil {
+		return "", false, fmt.Errorf("build %s: %w", ref, err)
+	}
+	if files, err = b.withEgress(ctx, files); err != nil {
 		return "", false, fmt.Errorf("build %s: %w", ref, err)
 	}
 	hash := contentHash(files, baseImg.ID)

@@ -33,13 +33,16 @@ type Client struct {
 	// callTimeout bounds short Docker API calls; streams live as long as the caller's context.
 	callTimeout time.Duration
 	pools       pools
-	poolEng     Pools // nil: the engine keeps no warm pools
+	poolEng     Pools  // nil: the engine keeps no warm pools
+	egr         Egress // nil: the engine runs no egress proxies
+	egress      EgressOptions
 }
 
 type options struct {
 	host     string
 	logger   *slog.Logger
 	noRefill bool
+	egress   EgressOptions
 }
 
 // WithoutPoolRefill keeps Start from refilling in the background a warm pool it took a member
@@ -79,6 +82,8 @@ func New(opts ...Option) (*Client, error) {
 		host:        o.host,
 		callTimeout: 30 * time.Second,
 		poolEng:     dockerPools{ctr: ctr, vol: vol},
+		egr:         ctr,
+		egress:      o.egress,
 	}
 	c.pools.refill = !o.noRefill
 	return c, nil
@@ -95,7 +100,7 @@ func NewWithBackend(b Backend, opts ...Option) *Client {
 	if closer == nil {
 		closer = io.NopCloser(nil)
 	}
-	c := &Client{ctr: b.Runtimes, vol: b.Storage, poolEng: b.Pools, backend: b.Name, closer: closer, logger: o.logger, callTimeout: 30 * time.Second}
+	c := &Client{ctr: b.Runtimes, vol: b.Storage, poolEng: b.Pools, egr: b.Egress, egress: o.egress, backend: b.Name, closer: closer, logger: o.logger, callTimeout: 30 * time.Second}
 	c.pools.refill = !o.noRefill
 	return c
 }
@@ -165,6 +170,16 @@ type Spec struct {
 	// Owner records who made the session (see Settings.Owner); it is also the container's
 	// io.runtimectl.owner label.
 	Owner string
+	// AllowHosts are the only destinations the session reaches, by name, through an egress
+	// proxy of its own (`--allow-host`: exact names, *.suffix wildcards, literal addresses, an
+	// optional :PORT; each entry may hold several, comma-separated). Empty: Network applies;
+	// with them Network must be none (the default).
+	AllowHosts []string
+	// SecretHeaders are `--secret-header HOST=HEADER:SOURCE` specs: the proxy adds HEADER to
+	// requests to HOST (an allowed host), with the value of the controller's environment
+	// variable SOURCE (or of the file SOURCE, when it holds a slash), read when the proxy is
+	// made. The session's code, environment, snapshots and history never hold it.
+	SecretHeaders []string
 }
 
 func (s Spec) settings() (Settings, error) {
@@ -235,7 +250,12 @@ func (s Spec) settings() (Settings, error) {
 	if s.TTL > 0 {
 		ttl = s.TTL.String()
 	}
+	allow, secrets, err := egressSettings(s)
+	if err != nil {
+		return Settings{}, err
+	}
 	return Settings{
+		AllowHosts: allow, SecretHeaders: secrets,
 		IdleStop: idle, TTL: ttl, TestRun: s.TestRun, Owner: s.Owner,
 		Schema: SettingsSchema, Session: s.Name, Lang: s.Lang, Image: s.Image, Memory: s.Memory, CPUs: s.CPUs,
 		Pids: s.Pids, Network: s.Network, Env: s.Env, Snapshot: policy, KeepSnapshots: s.KeepSnapshots,
@@ -247,7 +267,7 @@ func containerSpec(st Settings) containers.Spec {
 	return containers.Spec{
 		Session: st.Session, Lang: st.Lang, Image: st.Image, Volume: volumes.Name(st.Session), StateVolume: volumes.StateName(st.Session),
 		Memory: st.Memory, CPUs: st.CPUs, Pids: st.Pids, Network: st.Network, Env: st.Env,
-		Settings: st.Encode(), Runtime: st.Runtime, Labels: ownerLabels(st.Owner),
+		Settings: st.Encode(), Runtime: st.Runtime, Labels: ownerLabels(st.Owner), Egress: len(st.AllowHosts) > 0,
 	}
 }
 
@@ -337,6 +357,10 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 	default:
 		return nil, info, err
 	}
+	if err := c.startEgressOf(ctx, spec.Name, ci); err != nil {
+		c.undoCreate(ctx, info, spec.Name, true)
+		return nil, info, err
+	}
 	if !ci.Running {
 		err := c.ctr.Start(ctx, spec.Name)
 		if err != nil && !info.Created && containers.IsNetworkGone(err) {
@@ -378,6 +402,7 @@ func (c *Client) undoCreate(ctx context.Context, info StartInfo, name string, co
 	defer cancel()
 	if container {
 		_ = c.ctr.Remove(ctx, name, true)
+		_ = c.removeEgress(ctx, name)
 	}
 	_ = c.vol.RemoveSession(ctx, name)
 }
@@ -451,7 +476,10 @@ func (c *Client) Stop(ctx context.Context, name string) error {
 			s.Close()
 		}
 	}
-	return c.ctr.Stop(ctx, name, 10*time.Second)
+	if err := c.ctr.Stop(ctx, name, 10*time.Second); err != nil {
+		return err
+	}
+	return c.stopEgress(ctx, name)
 }
 
 // Remove removes the session's container and both its volumes. A running session is refused unless
@@ -465,6 +493,9 @@ func (c *Client) Remove(ctx context.Context, name string, force bool) error {
 		return advice.Errorf("%w: %q; %s", ErrRunning, name, adviseStopOrForce(name))
 	}
 	if err := c.ctr.Remove(ctx, name, true); err != nil {
+		return err
+	}
+	if err := c.removeEgress(ctx, name); err != nil {
 		return err
 	}
 	return c.vol.RemoveSession(ctx, name)

@@ -105,14 +105,14 @@ func conflictsWith(spec Spec, st Settings) []advice.Words {
 		}
 		diff("IdleStop", "--idle-stop", spec.IdleStop.String(), have)
 	}
-	return out
+	return append(out, egressConflicts(spec, st)...)
 }
 
 // asksSettings reports whether spec names any setting that conflictsWith compares.
 func (s Spec) asksSettings() bool {
 	return s.Lang != "" || s.Image != "" || s.Memory != 0 || s.CPUs != 0 || s.Pids != 0 || s.Network != "" ||
 		len(s.Env) > 0 || s.Snapshot != "" || s.KeepSnapshots != 0 || s.MaxOutput != 0 || s.Disk != 0 ||
-		s.Runtime != "" || s.IdleStop != 0 || s.TTL != 0
+		s.Runtime != "" || s.IdleStop != 0 || s.TTL != 0 || len(s.AllowHosts) > 0 || len(s.SecretHeaders) > 0
 }
 
 // envKeys names the variables of KEY=VALUE entries (values can be secrets).

@@ -27,6 +27,9 @@ func (c *Client) createContainer(ctx context.Context, st Settings) (ci container
 	if err != nil {
 		return containers.Info{}, false, err
 	}
+	if err := c.startEgress(ctx, st); err != nil { // Kubernetes' pod starts at once: its proxy first
+		return containers.Info{}, false, err
+	}
 	ci, created, err = c.ctr.CreateIfAbsent(ctx, containerSpec(st))
 	if err != nil || !created || !c.stateIsEmpty(ctx, st.Session) {
 		return ci, created, err

@@ -98,7 +98,9 @@ type Backend struct {
 	Runtimes Runtimes
 	Storage  Storage
 	Pools    Pools
-	Closer   io.Closer
+	// Egress runs the egress proxies of sessions with allowed hosts (nil: the engine has none).
+	Egress Egress
+	Closer io.Closer
 }
 
 var (
