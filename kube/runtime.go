@@ -34,7 +34,11 @@ func (b *Backend) Create(ctx context.Context, s backend.Spec) (backend.Info, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
-	if WantsNetwork(s.Network) {
+	if wantsEgress(s) {
+		if err := b.prepareEgress(ctx, s, pod); err != nil {
+			return backend.Info{}, err
+		}
+	} else if WantsNetwork(s.Network) {
 		err := b.cs.NetworkingV1().NetworkPolicies(b.ns).Delete(cctx, PolicyName(s.Session), metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return backend.Info{}, fmt.Errorf("open the network of session %q: %w", s.Session, b.classify(err))

@@ -21,7 +21,7 @@ import (
 // Session returns the Backend as the session library's seam: session.NewWithBackend(b.Session())
 // runs the same sessions (agent, protocol, snapshots, history, every verb) on the cluster.
 func (b *Backend) Session() session.Backend {
-	return session.Backend{Name: backend.Kubernetes, Runtimes: (*sessionRuntimes)(b), Storage: (*sessionStorage)(b), Pools: (*pools)(b), Closer: b}
+	return session.Backend{Name: backend.Kubernetes, Runtimes: (*sessionRuntimes)(b), Storage: (*sessionStorage)(b), Pools: (*pools)(b), Egress: (*sessionEgress)(b), Closer: b}
 }
 
 // seamError is a backend error as session tests for it: errors.Is finds both the backend's

@@ -43,7 +43,7 @@ func newMetrics(c *session.Client) *metrics {
 			Help: "HTTP requests by route and status code.",
 		}, []string{"route", "code"}),
 	}
-	m.reg.MustRegister(m.execs, m.latency, m.bytes, m.requests, sessionCollector{c},
+	m.reg.MustRegister(m.execs, m.latency, m.bytes, m.requests, sessionCollector{c}, egressCollector{c},
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m

@@ -95,6 +95,10 @@ type startRequest struct {
 	Disk          Size     `json:"disk"`
 	IdleStop      Duration `json:"idle_stop"`
 	TTL           Duration `json:"ttl"`
+	// AllowHosts and SecretHeaders are session.Spec's (--allow-host, --secret-header). A secret
+	// header's source is the server's own environment variable or file: admin tokens only.
+	AllowHosts    []string `json:"allow_hosts"`
+	SecretHeaders []string `json:"secret_headers"`
 }
 
 // startReply is the session's line of `session ls --json` and what start did.
@@ -120,6 +124,10 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, tok Token) {
 		fail(w, err)
 		return
 	}
+	if len(req.SecretHeaders) > 0 && !tok.Admin {
+		writeError(w, http.StatusForbidden, "forbidden", "secret_headers name the server's own environment variables or files: only an admin token may give them; ask the server's operator")
+		return
+	}
 	ctx := r.Context()
 	taken := func() {
 		writeError(w, http.StatusConflict, "conflict", fmt.Sprintf("session name %q is taken; choose another", req.Name))
@@ -141,6 +149,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, tok Token) {
 		Name: req.Name, Lang: req.Lang, Image: req.Image, Memory: int64(req.Memory), CPUs: req.CPUs, Pids: req.Pids,
 		Network: req.Network, Env: req.Env, Snapshot: req.Snapshot, KeepSnapshots: keep,
 		MaxOutput: int64(req.MaxOutput), Disk: int64(req.Disk), IdleStop: time.Duration(req.IdleStop), TTL: time.Duration(req.TTL), Owner: tok.Name,
+		AllowHosts: req.AllowHosts, SecretHeaders: req.SecretHeaders,
 	}
 	h, info, err := s.cfg.Client.Start(ctx, spec)
 	if err != nil {

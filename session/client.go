@@ -267,7 +267,7 @@ func containerSpec(st Settings) containers.Spec {
 	return containers.Spec{
 		Session: st.Session, Lang: st.Lang, Image: st.Image, Volume: volumes.Name(st.Session), StateVolume: volumes.StateName(st.Session),
 		Memory: st.Memory, CPUs: st.CPUs, Pids: st.Pids, Network: st.Network, Env: st.Env,
-		Settings: st.Encode(), Runtime: st.Runtime, Labels: ownerLabels(st.Owner), Egress: len(st.AllowHosts) > 0,
+		Settings: st.Encode(), Runtime: st.Runtime, Labels: egressLabel(st, ownerLabels(st.Owner)), Egress: len(st.AllowHosts) > 0,
 	}
 }
 

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -233,6 +234,88 @@ func (c *Client) hostAddrs() []string {
 			continue
 		}
 		out = append(out, p.Addr().Unmap().String())
+	}
+	return out
+}
+
+// EgressRefusals is what a session's egress proxy refused, as its log says.
+type EgressRefusals struct {
+	// Total and ByReason count every refusal since the proxy started (the last refusal line
+	// carries the counts, including the refusals the proxy counted but did not log).
+	Total    int64                   `json:"total"`
+	ByReason map[egress.Reason]int64 `json:"by_reason"`
+	// Lines are the refusals logged, oldest first (at most a few a second are).
+	Lines []egress.LogLine `json:"lines"`
+}
+
+// egressLogMax bounds what is read of a proxy's log (Docker keeps at most 2 MiB of it).
+const egressLogMax = 4 << 20
+
+// EgressRefusals reads what the egress proxy of session name refused; a session without
+// allowed hosts (or whose proxy is gone) has none.
+func (c *Client) EgressRefusals(ctx context.Context, name string) (EgressRefusals, error) {
+	out := EgressRefusals{ByReason: map[egress.Reason]int64{}}
+	if err := ValidateName(name); err != nil {
+		return out, err
+	}
+	if c.egr == nil {
+		return out, nil
+	}
+	raw, err := c.egr.EgressLogs(ctx, name, egressLogMax)
+	if err != nil {
+		if errors.Is(err, containers.ErrNotFound) {
+			return out, nil
+		}
+		return out, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		l, ok := egress.ParseLogLine(strings.TrimSpace(line))
+		if !ok {
+			continue
+		}
+		out.Lines = append(out.Lines, l)
+		if l.Refusals != nil {
+			out.ByReason = l.Refusals
+		}
+	}
+	for _, n := range out.ByReason {
+		out.Total += n
+	}
+	return out, nil
+}
+
+// withEgressLogs adds the refusals of a session's egress proxy to its agent's log, one line
+// each (`session logs`).
+func (c *Client) withEgressLogs(ctx context.Context, name string, agent []byte, max int64) ([]byte, error) {
+	r, err := c.EgressRefusals(ctx, name)
+	if err != nil || len(r.Lines) == 0 {
+		return agent, nil // the agent's log stands on its own
+	}
+	var b strings.Builder
+	for _, l := range r.Lines {
+		b.WriteString(l.String())
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "egress: %d refusals in all\n", r.Total)
+	tail := b.String()
+	if int64(len(tail)) > max {
+		tail = tail[int64(len(tail))-max:]
+	}
+	if keep := max - int64(len(tail)); int64(len(agent)) > keep {
+		agent = agent[int64(len(agent))-keep:]
+	}
+	return append(agent, tail...), nil
+}
+
+// egressLabel adds containers.LabelAllowHosts to the labels of the runtime of a session with
+// allowed hosts (the engine starts its proxy first, and gives it its policy).
+func egressLabel(st Settings, labels map[string]string) map[string]string {
+	if len(st.AllowHosts) == 0 {
+		return labels
+	}
+	out := map[string]string{containers.LabelAllowHosts: "1"}
+	for k, v := range labels {
+		out[k] = v
 	}
 	return out
 }

@@ -141,5 +141,9 @@ func (c *Client) Logs(ctx context.Context, name string, max int64) ([]byte, erro
 	if err := c.exists(ctx, name); err != nil {
 		return nil, err
 	}
-	return c.ctr.Logs(ctx, name, max)
+	b, err := c.ctr.Logs(ctx, name, max)
+	if err != nil {
+		return b, err
+	}
+	return c.withEgressLogs(ctx, name, b, max)
 }

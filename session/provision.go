@@ -43,6 +43,9 @@ func (c *Client) Prepare(ctx context.Context, spec Spec, volumeLabels map[string
 	if err := c.createVolumes(ctx, st, volumes.WithDriverOpts(spec.VolumeOpts), volumes.WithStateDriverOpts(spec.StateVolumeOpts), volumes.WithLabels(volumeLabels)); err != nil {
 		return containers.Spec{}, err
 	}
+	if err := c.startEgress(ctx, st); err != nil { // removed by Remove, with the session
+		return containers.Spec{}, err
+	}
 	return containerSpec(st), nil
 }
 

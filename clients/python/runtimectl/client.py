@@ -222,8 +222,14 @@ class Client:
         """Like `runtimectl session start`: creates the session (lang python unless given), or
         starts a stopped one again with its state restored; a running one is returned as it is.
         settings are the other fields of POST /v1/sessions: image, memory ("2g"), cpus, pids,
-        network, env (["K=V"]), snapshot, keep_snapshots, max_output, disk, idle_stop. Settings
-        given for an existing session must match its own (Conflict otherwise)."""
+        network, env (["K=V"]), snapshot, keep_snapshots, max_output, disk, idle_stop,
+        allow_hosts (["pypi.org", "*.example.com:8443"] or "a,b": egress only to these names,
+        through the session's egress proxy) and secret_headers (["HOST=HEADER:ENV"]: the proxy
+        adds HEADER valued from the server's $ENV; admin tokens only). Settings given for an
+        existing session must match its own (Conflict otherwise)."""
+        for key in ("allow_hosts", "secret_headers"):
+            if isinstance(settings.get(key), str):
+                settings[key] = [settings[key]]
         info = self._do(_api.start(name, lang, settings))
         return Session(self, info.name, info)
 
