@@ -83,6 +83,7 @@ default (no --env, --ttl, --idle-stop, --network bridge, ...).`,
 	fl.Float64Var(&p.CPUs, "cpus", 0, "CPU limit of each session (default 1)")
 	fl.Int64Var(&p.Pids, "pids", 0, "process limit of each session (default 512)")
 	fl.StringVar(&p.Preload, "preload", "", "Python code each member's interpreter runs at start (imports: modules loaded, no names set)")
+	fl.StringArrayVar(&p.AllowHosts, "allow-host", nil, "the members' --allow-host (each with its egress proxy ready): serves starts with the same allowed hosts; repeatable")
 	fl.DurationVar(&p.TTL, "ttl", session.DefaultPoolTTL, "a member that waited this long for a start is made again")
 	fl.BoolVar(&noFill, "no-fill", false, "only record the pool; `pool fill` (or the next start it serves) makes its members")
 	return c

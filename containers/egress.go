@@ -268,10 +268,27 @@ func (m *Manager) StopEgress(ctx context.Context, session string, timeout time.D
 	return nil
 }
 
+// AdoptEgress makes the proxy of a warm pool's member the proxy of the session that claimed it
+// (a rename; its socket volume keeps the member's name, which the session's container mounts).
+func (m *Manager) AdoptEgress(ctx context.Context, member, session string) error {
+	if err := m.api.ContainerRename(ctx, EgressName(member), EgressName(session)); err != nil {
+		return fmt.Errorf("hand the egress proxy of %q to session %q: %w", member, session, m.classify(err))
+	}
+	return nil
+}
+
 // RemoveEgress removes the session's egress proxy and its socket volume (after the session's
 // container, which mounts it); missing ones are removed.
 func (m *Manager) RemoveEgress(ctx context.Context, session string) error {
 	name := EgressName(session)
+	vol := name
+	if r, err := m.api.ContainerInspect(ctx, name); err == nil {
+		for _, mp := range r.Mounts {
+			if mp.Destination == contract.EgressDir && mp.Name != "" {
+				vol = mp.Name // a pool member's, for a session claimed from a pool
+			}
+		}
+	}
 	err := m.api.ContainerRemove(ctx, name, container.RemoveOptions{Force: true})
 	if err = m.classify(err); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("remove the egress proxy of session %q: %w", session, err)
@@ -280,7 +297,7 @@ func (m *Manager) RemoveEgress(ctx context.Context, session string) error {
 	if !ok {
 		return nil
 	}
-	err = va.VolumeRemove(ctx, name, true)
+	err = va.VolumeRemove(ctx, vol, true)
 	if err = m.classify(err); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("remove the egress volume of session %q: %w", session, err)
 	}

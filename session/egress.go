@@ -311,6 +311,9 @@ func (c *Client) withEgressLogs(ctx context.Context, name string, agent []byte, 
 // allowed hosts (the engine starts its proxy first, and gives it its policy).
 func egressLabel(st Settings, labels map[string]string) map[string]string {
 	if len(st.AllowHosts) == 0 {
+		if labels == nil {
+			labels = map[string]string{}
+		}
 		return labels
 	}
 	out := map[string]string{containers.LabelAllowHosts: "1"}
@@ -318,4 +321,30 @@ func egressLabel(st Settings, labels map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// egressAdopter is an Egress whose proxies can pass from a warm pool's member to the session
+// that claims it (Docker renames the proxy's container).
+type egressAdopter interface {
+	AdoptEgress(ctx context.Context, member, name string) error
+}
+
+// adoptEgress makes a claimed member's proxy the session name's. When it cannot, the session
+// made of the member is removed (the start then makes its own).
+func (c *Client) adoptEgress(ctx context.Context, member, name string) error {
+	a, ok := c.egr.(egressAdopter)
+	var err error
+	if !ok {
+		err = fmt.Errorf("%w: the %s engine cannot hand a pool member's egress proxy to a session", ErrInvalid, c.backend)
+	} else {
+		err = a.AdoptEgress(ctx, member, name)
+	}
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.callTimeout)
+		defer cancel()
+		_ = c.ctr.Remove(cctx, name, true)
+		_ = c.removeEgress(cctx, member)
+		_ = c.vol.RemoveSession(cctx, name)
+	}
+	return err
 }

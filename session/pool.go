@@ -55,6 +55,9 @@ type Pool struct {
 	Preload string  `json:"preload,omitempty"` // Python code run at each interpreter start (Settings.Preload)
 	// TTL: a member that waited this long for a start is made again (0: DefaultPoolTTL).
 	TTL time.Duration `json:"ttl,omitempty"`
+	// AllowHosts are the members' Spec.AllowHosts: each has its egress proxy ready, and serves
+	// starts with the same allowed hosts (Docker only).
+	AllowHosts []string `json:"allow_hosts,omitempty"`
 }
 
 // PoolStatus is a pool and its members.
@@ -73,7 +76,7 @@ func (p Pool) ttl() time.Duration {
 
 // spec is the session Spec a member is made from (its name a placeholder).
 func (p Pool) spec() Spec {
-	return Spec{Name: "pool-member", Lang: p.Lang, Image: p.Image, Memory: p.Memory, CPUs: p.CPUs, Pids: p.Pids}
+	return Spec{Name: "pool-member", Lang: p.Lang, Image: p.Image, Memory: p.Memory, CPUs: p.CPUs, Pids: p.Pids, AllowHosts: p.AllowHosts}
 }
 
 // poolKey is what a start's settings and a pool's members must have in common for the start
@@ -196,6 +199,9 @@ func (c *Client) SetPool(ctx context.Context, p Pool) error {
 	if err != nil {
 		return err
 	}
+	if len(st.AllowHosts) > 0 && c.docker == nil {
+		return advice.Errorf("%w pool %s: pools of sessions with %s are kept on Docker only for now", ErrInvalid, p.Name, flag("AllowHosts", "--allow-host"))
+	}
 	if err := c.checkImage(ctx, st); err != nil {
 		return err
 	}
@@ -305,6 +311,9 @@ func (c *Client) removeMember(ctx context.Context, member string) error {
 	if err := c.ctr.Remove(ctx, member, true); err != nil {
 		return err
 	}
+	if err := c.removeEgress(ctx, member); err != nil {
+		return err
+	}
 	return c.vol.RemoveSession(ctx, member)
 }
 
@@ -390,7 +399,7 @@ func (c *Client) makeMember(ctx context.Context, p Pool, hash string) error {
 		return err
 	}
 	cs := containerSpec(st)
-	cs.Labels = map[string]string{}
+	cs.Labels = egressLabel(st, nil)
 	for k, v := range labels {
 		cs.Labels[k] = v
 	}
@@ -398,6 +407,10 @@ func (c *Client) makeMember(ctx context.Context, p Pool, hash string) error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.callTimeout)
 		defer cancel()
 		_ = c.removeMember(cctx, name)
+	}
+	if err := c.startEgress(ctx, st); err != nil {
+		undo()
+		return err
 	}
 	if _, _, err := c.ctr.CreateIfAbsent(ctx, cs); err != nil {
 		undo()
@@ -503,7 +516,10 @@ func (c *Client) adopt(ctx context.Context, s *Session, member, name string, ask
 		var st Settings
 		if st, err = decodeSettings(mv.Settings); err == nil {
 			st.Session, st.Created, st.Owner, st.TestRun = name, time.Now().UTC(), asked.Owner, asked.TestRun
-			if err = c.poolEng.Adopt(ctx, member, name, st.Encode()); err == nil {
+			if err = c.poolEng.Adopt(ctx, member, name, st.Encode()); err == nil && len(st.AllowHosts) > 0 {
+				err = c.adoptEgress(ctx, member, name)
+			}
+			if err == nil {
 				s.mu.Lock()
 				s.name = name
 				s.mu.Unlock()
@@ -516,6 +532,7 @@ func (c *Client) adopt(ctx context.Context, s *Session, member, name string, ask
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.callTimeout)
 	defer cancel()
 	_ = c.ctr.Remove(cctx, member, true)
+	_ = c.removeEgress(cctx, member)
 	_ = c.vol.RemoveSession(cctx, member)
 	return err
 }

@@ -44,6 +44,8 @@ func main() {
 		}
 	case contract.AgentDu:
 		os.Exit(du(os.Args[2:]))
+	case EgressRun:
+		os.Exit(egressRun(os.Args[2:]))
 	case "version":
 		fmt.Printf("runtime-agent %s (protocol %d)\n", version, execproto.Version)
 	default:
