@@ -1,0 +1,60 @@
+package kube
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/egress"
+)
+
+// A session with allowed hosts may reach its proxy's pod on the relay port and nothing else;
+// the proxy lets in its session's pod only.
+func TestEgressPolicyOpensOnlyTheProxy(t *testing.T) {
+	p := EgressPolicy("ns", "My_Session", "python")
+	require.Len(t, p.Spec.Egress, 1)
+	assert.Empty(t, p.Spec.Ingress)
+	rule := p.Spec.Egress[0]
+	require.Len(t, rule.To, 1)
+	assert.Nil(t, rule.To[0].IPBlock)
+	assert.Nil(t, rule.To[0].NamespaceSelector, "the session's namespace only")
+	assert.Equal(t, map[string]string{containers.LabelEgress: Key("My_Session"), containers.LabelSchema: containers.Schema}, rule.To[0].PodSelector.MatchLabels)
+	require.Len(t, rule.Ports, 1)
+	assert.Equal(t, int32(egress.RelayPort), rule.Ports[0].Port.IntVal)
+	assert.Equal(t, corev1.ProtocolTCP, *rule.Ports[0].Protocol)
+
+	pp := proxyPolicy("ns", "My_Session")
+	require.Len(t, pp.Spec.Ingress, 1)
+	assert.Equal(t, Key("My_Session"), pp.Spec.Ingress[0].From[0].PodSelector.MatchLabels[containers.LabelSession])
+	assert.NotContains(t, EgressName("egress-x"), PodName("x"), "a proxy's name is never a session pod's")
+}
+
+func TestEgressPodResolvesOnLoopbackAndKnowsItsProxy(t *testing.T) {
+	s := spec("s1")
+	s.Labels = map[string]string{containers.LabelAllowHosts: "1"}
+	require.True(t, wantsEgress(s))
+	pod, err := Pod("ns", s, Options{})
+	require.NoError(t, err)
+	egressPod(pod, "10.244.0.7")
+	assert.Equal(t, corev1.DNSNone, pod.Spec.DNSPolicy)
+	assert.Equal(t, []string{"127.0.0.1"}, pod.Spec.DNSConfig.Nameservers)
+	var env string
+	for _, e := range pod.Spec.Containers[0].Env {
+		if e.Name == contract.EgressProxyEnv {
+			env = e.Value
+		}
+	}
+	assert.Equal(t, "tcp:10.244.0.7:3129", env)
+
+	proxy := EgressPod("ns", "s1", "img", Options{})
+	c := proxy.Spec.Containers[0]
+	assert.Equal(t, []string{contract.EgressBinary}, c.Command)
+	assert.Empty(t, c.Env[0].Value, "the config (with the secret values) comes from the Secret")
+	assert.Equal(t, EgressName("s1"), c.Env[0].ValueFrom.SecretKeyRef.Name)
+	assert.False(t, *proxy.Spec.AutomountServiceAccountToken)
+	assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+}
