@@ -162,7 +162,11 @@ func (b *Backend) prepareEgress(ctx context.Context, s backend.Spec, pod *corev1
 	pol := EgressPolicy(b.ns, s.Session, s.Lang)
 	_, err = b.cs.NetworkingV1().NetworkPolicies(b.ns).Create(cctx, pol, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		_, err = b.cs.NetworkingV1().NetworkPolicies(b.ns).Update(cctx, pol, metav1.UpdateOptions{})
+		var cur *networkingv1.NetworkPolicy
+		if cur, err = b.cs.NetworkingV1().NetworkPolicies(b.ns).Get(cctx, pol.Name, metav1.GetOptions{}); err == nil {
+			cur.Spec = pol.Spec
+			_, err = b.cs.NetworkingV1().NetworkPolicies(b.ns).Update(cctx, cur, metav1.UpdateOptions{})
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("create the network policy of session %q: %w", s.Session, b.classify(err))
