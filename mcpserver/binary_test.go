@@ -183,7 +183,8 @@ func TestStdioServerEndsWithItsClientAndTheCodeGoesOn(t *testing.T) {
 
 func TestStdioServerMakesUpANameAndServesOnlyTheAllowedTools(t *testing.T) {
 	c := testenv.Client(t)
-	cs, _, stderr := mcpProcess(t, "--allow-tools", "run_code,list_sessions", "--lang", "bash")
+	cs, _, stderr := mcpProcess(t, "--allow-tools", "run_code,list_sessions", "--lang", "bash",
+		"--cpus", "0.5", "--ttl", "90m", "--disk", "1g", "--network", "none")
 	var names []string
 	for tool, err := range cs.Tools(context.Background(), nil) {
 		require.NoError(t, err)
@@ -195,6 +196,12 @@ func TestStdioServerMakesUpANameAndServesOnlyTheAllowedTools(t *testing.T) {
 	assert.Regexp(t, `^mcp-[0-9a-f]{6}$`, e.Session)
 	assert.Contains(t, e.Stdout, "bash")
 	assert.Contains(t, stderr.String(), "`runtimectl mcp --session "+e.Session+"` reconnects to it")
+	in, err := c.Inspect(context.Background(), e.Session)
+	require.NoError(t, err)
+	assert.Equal(t, 0.5, in.Settings.CPUs, "made with the server's session flags")
+	assert.Equal(t, "1h30m0s", in.Settings.TTL)
+	assert.Equal(t, int64(1<<30), in.Settings.Disk)
+	assert.Equal(t, "none", in.Settings.Network)
 
 	out, err := exec.Command(runtimectl(t), "mcp", "--allow-tools", "run_code,format_disk").CombinedOutput()
 	var ee *exec.ExitError
