@@ -12,8 +12,11 @@ export TESTCONTAINERS_RYUK_DISABLED := true
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-build: ## build bin/runtimectl, bin/runtime-agent and bin/runtime-egress (static, linux)
-	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' -o bin/runtimectl ./cmd/runtimectl
+# bin/runtimectl is the lean build (no Kubernetes backend: client-go's package init is two thirds
+# of a command's start); it runs bin/runtimectl-kube, the whole CLI, for whatever needs a cluster.
+build: ## build bin/runtimectl (lean) and bin/runtimectl-kube, bin/runtime-agent and bin/runtime-egress (static, linux)
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -tags lean -ldflags '$(LDFLAGS)' -o bin/runtimectl ./cmd/runtimectl
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' -o bin/runtimectl-kube ./cmd/runtimectl
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -buildvcs=false -ldflags '-s -w' -o bin/runtime-agent ./cmd/runtime-agent
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -buildvcs=false -ldflags '-s -w' -o bin/runtime-egress ./cmd/runtime-egress
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/lang"
+	"github.com/runtimectl/runtimectl/session"
 )
 
 func newCmdImage(f *Factory) *cobra.Command {
@@ -202,4 +203,9 @@ func newCmdImageRm(f *Factory) *cobra.Command {
 	}
 	c.Flags().BoolVar(&force, "force", false, "remove even while sessions use it")
 	return c
+}
+
+// noImages is the error of the image commands on an engine that builds no images.
+func noImages(cl *session.Client) error {
+	return fmt.Errorf("the %s backend builds no images: build them on Docker (`runtimectl image build`), push them to a registry the cluster pulls from, and name them with `session start --image` (docs/kubernetes.md)", cl.Backend())
 }

@@ -1,8 +1,12 @@
+//go:build !lean
+
 package cli
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -15,6 +19,21 @@ import (
 	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/session"
 )
+
+// kubeClient is the library's client on the Kubernetes backend of --kubeconfig and --namespace.
+func (f *Factory) kubeClient(logger *slog.Logger, opts []session.Option) (*session.Client, error) {
+	b, err := kube.New(kube.Config{Kubeconfig: f.Kubeconfig, Namespace: f.Namespace, Options: kubeOptions(), Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	return session.NewWithBackend(b.Session(), opts...), nil
+}
+
+// kubeOptions are the cluster's choices for sessions, from the environment:
+// RUNTIMECTL_KUBE_STORAGE_CLASS (default: the cluster's default class).
+func kubeOptions() kube.Options {
+	return kube.Options{StorageClass: os.Getenv("RUNTIMECTL_KUBE_STORAGE_CLASS")}
+}
 
 // kubeBackend returns the Kubernetes backend of --kubeconfig and --namespace.
 func (f *Factory) kubeBackend() (*kube.Backend, error) {
@@ -112,9 +131,4 @@ func runKubeDoctor(ctx context.Context, f *Factory) []doctorCheck {
 		checks = append(checks, ch)
 	}
 	return checks
-}
-
-// noImages is the error of the image commands on an engine that builds no images.
-func noImages(cl *session.Client) error {
-	return fmt.Errorf("the %s backend builds no images: build them on Docker (`runtimectl image build`), push them to a registry the cluster pulls from, and name them with `session start --image` (docs/kubernetes.md)", cl.Backend())
 }

@@ -25,7 +25,6 @@ import (
 
 	"github.com/runtimectl/runtimectl/backend"
 	"github.com/runtimectl/runtimectl/internal/advice"
-	"github.com/runtimectl/runtimectl/kube"
 	"github.com/runtimectl/runtimectl/session"
 )
 
@@ -81,11 +80,7 @@ func (f *Factory) Client() (*session.Client, error) {
 		case backend.Docker:
 			f.client, f.err = session.New(append(opts, session.WithHost(f.Host))...)
 		case backend.Kubernetes:
-			var b *kube.Backend
-			b, f.err = kube.New(kube.Config{Kubeconfig: f.Kubeconfig, Namespace: f.Namespace, Options: kubeOptions(), Logger: logger})
-			if f.err == nil {
-				f.client = session.NewWithBackend(b.Session(), opts...)
-			}
+			f.client, f.err = f.kubeClient(logger, opts) // (kube.go; a lean build runs runtimectl-kube)
 		default:
 			f.err = usagef("backend %q: use docker or kubernetes (--backend, or RUNTIMECTL_BACKEND)", f.backend())
 		}
@@ -102,12 +97,6 @@ func (f *Factory) backend() string {
 		return b
 	}
 	return backend.Docker
-}
-
-// kubeOptions are the cluster's choices for sessions, from the environment:
-// RUNTIMECTL_KUBE_STORAGE_CLASS (default: the cluster's default class).
-func kubeOptions() kube.Options {
-	return kube.Options{StorageClass: os.Getenv("RUNTIMECTL_KUBE_STORAGE_CLASS")}
 }
 
 // exitError carries an exit code that is not an error of runtimectl itself (the code's status).
