@@ -203,7 +203,7 @@ being stopped, killed or replaced.`,
 		return usagef("%v; see `%s --help`", err, c.CommandPath())
 	})
 	root.AddCommand(newCmdSession(f), newCmdImage(f), newCmdVolume(f), newCmdPool(f), newCmdVersion(f))
-	root.AddCommand(newCmdDoctor(f), newCmdCompletion(f), newCmdServe(f), newCmdMCP(f), newCmdKube(f))
+	root.AddCommand(newCmdDoctor(f), newCmdCompletion(f), newCmdServe(f), newCmdMCP(f), newCmdKube(f), newCmdKernel(f))
 	return root
 }
 

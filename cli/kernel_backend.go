@@ -1,0 +1,302 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/runtimectl/runtimectl/history"
+	"github.com/runtimectl/runtimectl/jupyter"
+	"github.com/runtimectl/runtimectl/session"
+)
+
+// kernelBackend is a Jupyter kernel's language: a runtimectl session, through the library.
+type kernelBackend struct {
+	c     *session.Client
+	spec  session.Spec
+	clean bool
+	log   *slog.Logger
+
+	mu sync.Mutex
+	s  *session.Session
+	// notice is said on stderr by the next execution: what came back when the kernel
+	// started a stopped session (a restart, a notebook reopened).
+	notice string
+}
+
+func newKernelBackend(c *session.Client, spec session.Spec, clean bool, log *slog.Logger) *kernelBackend {
+	return &kernelBackend{c: c, spec: spec, clean: clean, log: log}
+}
+
+// start starts (or joins) the kernel's session.
+func (b *kernelBackend) start(ctx context.Context) error {
+	s, info, err := b.c.Start(ctx, b.spec)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.s = s
+	b.mu.Unlock()
+	if r := s.Restored(); (info.Started || info.Recreate) && r != nil && r.Snapshot != "" {
+		b.notice = restoredNotice(s.Name(), r)
+	}
+	return nil
+}
+
+func restoredNotice(name string, r *session.RestoreInfo) string {
+	names := "no variables"
+	if len(r.Restored) > 0 {
+		names = strings.Join(r.Restored, ", ")
+		if len(names) > 300 {
+			names = names[:300] + "..."
+		}
+	}
+	msg := fmt.Sprintf("[runtimectl] session %s came back with its state: snapshot %s (after execution %d): %s\n", name, r.Snapshot, r.Seq, names)
+	for _, f := range r.Failed {
+		msg += fmt.Sprintf("[runtimectl] not restored: %s (%s): %s\n", f.Name, f.Type, f.Reason)
+	}
+	return msg
+}
+
+func (b *kernelBackend) session() *session.Session {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.s
+}
+
+func (b *kernelBackend) close() {
+	if s := b.session(); s != nil {
+		s.Close()
+	}
+}
+
+func (b *kernelBackend) Info(context.Context) jupyter.KernelInfo {
+	l, _ := kernelLang(b.spec.Lang)
+	return jupyter.KernelInfo{
+		Implementation: "runtimectl", ImplementationVersion: Version, LanguageInfo: l.info,
+		Banner:    fmt.Sprintf("runtimectl %s kernel: session %s (its state survives restarts; `runtimectl session rm %s` removes it)", l.display, b.spec.Name, b.spec.Name),
+		HelpLinks: []jupyter.HelpLink{{Text: "runtimectl", URL: "https://github.com/runtimectl/runtimectl"}},
+	}
+}
+
+// errReply is an execute_reply for a failure of the runtime, not of the code.
+func errReply(name string, err error) jupyter.ExecuteReply {
+	line := errLine(err)
+	return jupyter.ExecuteReply{Status: jupyter.StatusError, Ename: name, Evalue: line, Traceback: []string{name + ": " + line}}
+}
+
+func (b *kernelBackend) Execute(ctx context.Context, req jupyter.ExecuteRequest, out *jupyter.Publisher) jupyter.ExecuteReply {
+	s := b.session()
+	count := int64(0)
+	if st, err := s.Status(ctx); err == nil {
+		count = st.NextSeq
+	} else {
+		b.log.Warn("session status", "session", s.Name(), "err", err)
+	}
+	out.Input(req.Code, count)
+	b.mu.Lock()
+	notice := b.notice
+	b.notice = ""
+	b.mu.Unlock()
+	if notice != "" {
+		out.Stream(jupyter.Stderr, notice)
+	}
+	stderr := newHeldStream(func(p string) { out.Stream(jupyter.Stderr, p) })
+	defer stderr.stop()
+	opts := session.ExecOptions{
+		StreamOnly: true,
+		Stdout: writerFunc(func(p []byte) {
+			stderr.flush() // what came before on stderr goes first
+			out.Stream(jupyter.Stdout, string(p))
+		}),
+		Stderr: writerFunc(func(p []byte) { stderr.write(string(p)) }),
+		// A session stopped behind the kernel's back comes back by itself; that is the server
+		// log's to say, not the cell's (its outputs stay those of ipykernel).
+		OnNotice: func(m string) { b.log.Info(m, "session", s.Name()) },
+	}
+	res, err := s.Exec(ctx, req.Code, opts)
+	if err != nil {
+		stderr.flush()
+		return errReply("RuntimectlError", err)
+	}
+	if res.Error != nil {
+		stderr.dropSuffix(res.Error.Traceback) // the error message carries it
+	}
+	stderr.flush()
+	reply := jupyter.ExecuteReply{Status: jupyter.StatusOK, ExecutionCount: res.Seq}
+	if res.Result != nil {
+		out.Result(res.Seq, jupyter.TextBundle(*res.Result), nil)
+	}
+	for _, o := range res.Outputs {
+		if d, ok := outputBundle(o); ok {
+			out.Display(d, nil, "", false)
+		}
+	}
+	switch {
+	case res.Error != nil:
+		reply.Status, reply.Ename, reply.Evalue = jupyter.StatusError, res.Error.Name, res.Error.Value
+		reply.Traceback = tracebackLines(res.Error.Traceback, res.Error.Name, res.Error.Value)
+		if res.Message != "" && res.Status == history.StatusCrashed {
+			reply.Traceback = append(reply.Traceback, res.Message)
+		}
+	case res.Status == history.StatusInterrupted:
+		reply.Status, reply.Ename, reply.Traceback = jupyter.StatusError, "KeyboardInterrupt", []string{"KeyboardInterrupt"}
+	case res.Status == history.StatusCrashed || res.Status == history.StatusTimeout:
+		reply.Status, reply.Ename, reply.Evalue = jupyter.StatusError, "RuntimectlError", res.Message
+		reply.Traceback = []string{res.Message}
+	}
+	return reply
+}
+
+// outputBundle is a rich output (a figure saved by the code) as a display's bundle.
+func outputBundle(o history.Output) (jupyter.Bundle, bool) {
+	if len(o.Data) == 0 {
+		return nil, false
+	}
+	var v any = string(o.Data)
+	if strings.HasPrefix(o.Mime, "image/") && o.Mime != "image/svg+xml" {
+		v = base64.StdEncoding.EncodeToString(o.Data)
+	}
+	d, _ := json.Marshal(v)
+	b := jupyter.TextBundle(fmt.Sprintf("<%s %s>", o.Mime, path.Base(o.Path)))
+	b[o.Mime] = d
+	return b, true
+}
+
+// tracebackLines is a traceback's text as Jupyter's list of lines.
+func tracebackLines(tb, name, value string) []string {
+	tb = strings.TrimRight(tb, "\n")
+	if tb == "" {
+		if value == "" {
+			return []string{name}
+		}
+		return []string{name + ": " + value}
+	}
+	return strings.Split(tb, "\n")
+}
+
+func (b *kernelBackend) Complete(ctx context.Context, req jupyter.CompleteRequest) (jupyter.CompleteReply, error) {
+	return jupyter.CompleteReply{CursorStart: req.CursorPos, CursorEnd: req.CursorPos}, nil
+}
+
+func (b *kernelBackend) Inspect(ctx context.Context, req jupyter.InspectRequest) (jupyter.InspectReply, error) {
+	return jupyter.InspectReply{}, nil
+}
+
+func (b *kernelBackend) IsComplete(ctx context.Context, req jupyter.IsCompleteRequest) (jupyter.IsCompleteReply, error) {
+	return jupyter.IsCompleteReply{Status: "unknown"}, nil
+}
+
+// History answers from the session's history: line numbers are its seqs.
+func (b *kernelBackend) History(ctx context.Context, req jupyter.HistoryRequest) ([]jupyter.HistoryEntry, error) {
+	execs, _, err := b.c.History(ctx, b.spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	var entries []jupyter.HistoryEntry
+	seen := map[string]bool{}
+	for _, e := range execs {
+		if req.HistAccessType == "range" && ((req.Start > 0 && e.Seq < int64(req.Start)) || (req.Stop > 0 && e.Seq >= int64(req.Stop))) {
+			continue
+		}
+		if req.HistAccessType == "search" && req.Pattern != "" {
+			if ok, _ := path.Match(req.Pattern, e.Code); !ok {
+				continue
+			}
+		}
+		if req.Unique {
+			if seen[e.Code] {
+				continue
+			}
+			seen[e.Code] = true
+		}
+		entries = append(entries, jupyter.HistoryEntry{Session: 1, Line: e.Seq, Input: e.Code, Output: e.Result})
+	}
+	if (req.HistAccessType == "tail" || req.HistAccessType == "search") && req.N > 0 && len(entries) > req.N {
+		entries = entries[len(entries)-req.N:]
+	}
+	return entries, nil
+}
+
+func (b *kernelBackend) Interrupt(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := b.session().Interrupt(ctx)
+	return err
+}
+
+// Shutdown stops the session, which keeps everything; a restart's new kernel process starts it
+// again and its agent restores the state (with --clean-restart, the new process begins empty).
+func (b *kernelBackend) Shutdown(ctx context.Context, restart bool) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	s := b.session()
+	b.log.Info("kernel shutdown: stopping the session", "session", s.Name(), "restart", restart)
+	return s.Stop(ctx)
+}
+
+// heldStream forwards stderr with a short delay, so that a traceback the interpreter writes
+// there just before the end of an execution can be taken out again (the error message
+// carries it, as ipykernel's does): what is held is sent within 100 ms, or before anything on
+// stdout, or at the end.
+type heldStream struct {
+	mu    sync.Mutex
+	held  string
+	send  func(string)
+	timer *time.Timer
+	done  bool
+}
+
+func newHeldStream(send func(string)) *heldStream { return &heldStream{send: send} }
+
+func (h *heldStream) write(p string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held += p
+	if h.timer == nil && !h.done {
+		h.timer = time.AfterFunc(100*time.Millisecond, h.flush)
+	}
+}
+
+func (h *heldStream) flush() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.timer != nil {
+		h.timer.Stop()
+		h.timer = nil
+	}
+	if h.held != "" {
+		h.send(h.held)
+		h.held = ""
+	}
+}
+
+// dropSuffix takes tb out of what is held when it ends with it.
+func (h *heldStream) dropSuffix(tb string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if tb != "" && strings.HasSuffix(h.held, tb) {
+		h.held = strings.TrimSuffix(h.held, tb)
+	}
+}
+
+func (h *heldStream) stop() {
+	h.mu.Lock()
+	h.done = true
+	h.mu.Unlock()
+	h.flush()
+}
+
+// writerFunc is a function as an io.Writer (the execution's output, chunk by chunk).
+type writerFunc func([]byte)
+
+func (f writerFunc) Write(p []byte) (int, error) {
+	f(p)
+	return len(p), nil
+}
