@@ -402,6 +402,10 @@ func (a *Agent) drain(j *job) {
 
 func (a *Agent) restoreTo(j *job) {
 	id := j.req.Snapshot
+	if id == execproto.EmptyState {
+		a.afterSnapshot(func() { a.resetEmpty(j) })
+		return
+	}
 	if err := a.checkSnapshot(id); err != nil {
 		_ = j.conn.SendError(j.id, "not_found", err.Error())
 		a.end(j)
@@ -422,6 +426,27 @@ func (a *Agent) restoreTo(j *job) {
 		a.sched.ran(a.log.NextSeq()-1, true)
 		_ = j.conn.SendJSON(execproto.TypeReply, j.id, info)
 	})
+}
+
+// resetEmpty restarts the interpreter with an empty state (OpRestore of EmptyState).
+func (a *Agent) resetEmpty(j *job) {
+	defer a.end(j)
+	a.retireKernel()
+	k, err := startKernel(a.kernelConfig(), nil, kernelReadyTimeout)
+	if err != nil {
+		info := a.bringUpRetrying("")
+		a.setRestore(info)
+		_ = j.conn.SendError(j.id, "internal", fmt.Sprintf("the interpreter did not start with an empty state (%v); state brought back to %s", err, describeState(info)))
+		return
+	}
+	var info execproto.RestoreInfo
+	a.install(k, nil, &info)
+	info.Restored, info.Failed = nonNil(info.Restored), []execproto.Skipped{}
+	a.setRestore(info)
+	a.note("state reset: the interpreter started again with an empty state")
+	// Unsaved until a snapshot after it is taken, or a restart would bring the old state back.
+	a.sched.ran(a.log.NextSeq()-1, true)
+	_ = j.conn.SendJSON(execproto.TypeReply, j.id, info)
 }
 
 // checkSnapshot reports whether snapshot id exists and can be opened.

@@ -111,6 +111,22 @@ func TestRestoreByHand(t *testing.T) {
 	assert.Contains(t, err.Error(), "list the session's snapshots")
 }
 
+// A restore of EmptyState restarts the interpreter empty, and a restart after it keeps it
+// empty (the stop saves it).
+func TestRestoreToAnEmptyState(t *testing.T) {
+	s := startStub(t, stubConfig(t))
+	c := s.client(t)
+	execStub(t, c, "set kept", 0)
+	drain(t, c)
+	var info execproto.RestoreInfo
+	require.NoError(t, c.Call(testCtx(t, 30*time.Second), execproto.Request{Op: execproto.OpRestore, Snapshot: execproto.EmptyState}, &info))
+	assert.Equal(t, "", info.Snapshot)
+	assert.Equal(t, "", execStub(t, c, "get", 0).Stdout)
+	s = restart(t, s)
+	c = s.client(t)
+	assert.Equal(t, "", execStub(t, c, "get", 0).Stdout, "a restart after a reset keeps the empty state")
+}
+
 // A variables request is answered; one the driver never answers ends with an error at its
 // timeout, and the session goes on.
 func TestVarsAnsweredOrTimedOut(t *testing.T) {

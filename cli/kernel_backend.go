@@ -130,13 +130,28 @@ func (b *kernelBackend) Execute(ctx context.Context, req jupyter.ExecuteRequest,
 	}
 	stderr.flush()
 	reply := jupyter.ExecuteReply{Status: jupyter.StatusOK, ExecutionCount: res.Seq}
+	// The value's rich forms (exec-N-result.html, .png) belong to its execute_result, as in
+	// ipykernel; the figures left open are displays after it.
+	var displays []jupyter.Bundle
+	var result jupyter.Bundle
 	if res.Result != nil {
-		out.Result(res.Seq, jupyter.TextBundle(*res.Result), nil)
+		result = jupyter.TextBundle(*res.Result)
 	}
 	for _, o := range res.Outputs {
-		if d, ok := outputBundle(o); ok {
-			out.Display(d, nil, "", false)
+		d, ok := outputBundle(o)
+		switch {
+		case !ok:
+		case result != nil && strings.Contains(path.Base(o.Path), "-result."):
+			result[o.Mime] = d[o.Mime]
+		default:
+			displays = append(displays, d)
 		}
+	}
+	if result != nil {
+		out.Result(res.Seq, result, nil)
+	}
+	for _, d := range displays {
+		out.Display(d, nil, "", false)
 	}
 	switch {
 	case res.Error != nil:
@@ -232,11 +247,17 @@ func (b *kernelBackend) Interrupt(ctx context.Context) error {
 }
 
 // Shutdown stops the session, which keeps everything; a restart's new kernel process starts it
-// again and its agent restores the state (with --clean-restart, the new process begins empty).
+// again and its agent restores the state. A clean restart (--clean-restart) resets the
+// interpreter to an empty state instead and leaves the session running for the new process.
 func (b *kernelBackend) Shutdown(ctx context.Context, restart bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	s := b.session()
+	if restart && b.clean {
+		b.log.Info("kernel restart: resetting the session to an empty state", "session", s.Name())
+		_, err := s.Reset(ctx)
+		return err
+	}
 	b.log.Info("kernel shutdown: stopping the session", "session", s.Name(), "restart", restart)
 	return s.Stop(ctx)
 }

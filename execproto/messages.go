@@ -10,7 +10,7 @@ import (
 const (
 	OpExec      = "exec"      // run code; streams Stdout/Stderr, ends with Result
 	OpSnapshot  = "snapshot"  // take a snapshot now and wait until it is saved; Reply SnapshotReply
-	OpRestore   = "restore"   // restart the interpreter from a snapshot; Reply RestoreInfo
+	OpRestore   = "restore"   // restart the interpreter from a snapshot (EmptyState: with none); Reply RestoreInfo
 	OpDrain     = "drain"     // wait until no snapshot is pending; Reply Status
 	OpStatus    = "status"    // Reply Status
 	OpVars      = "vars"      // Reply VarsReply
@@ -21,6 +21,10 @@ const (
 	// from taking one member.
 	OpClaim = "claim"
 )
+
+// EmptyState, as the Snapshot of an OpRestore, restarts the interpreter with an empty state
+// (a Jupyter kernel's clean restart); it is unsaved until the next snapshot, like a restore's.
+const EmptyState = "empty"
 
 // Statuses of an execution (defined once, in package contract).
 const (

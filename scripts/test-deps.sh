@@ -16,7 +16,8 @@
 #   internal/podmantest          podman, its init catatonit, newuidmap/newgidmap (uidmap)
 #   ./kube (scripts/kube)        containerd, runc, the CNI plugins, openssl, curl, ip, ps
 #   make test-python             python3 with pytest and pip
-#   the Jupyter tests            jupyter_client, nbclient, nbconvert, ipykernel (the reference kernel)
+#   the Jupyter tests            jupyter_client, nbclient, nbconvert, ipykernel (the reference kernel),
+#                                pandas and matplotlib for ipykernel's runs, jupyter-kernelspec
 set -euo pipefail
 
 # NEEDS: "package|how to tell it is there" — a command name, an absolute path, or py:MODULE
@@ -39,6 +40,9 @@ NEEDS=(
   "python3-nbclient|py:nbclient"
   "jupyter-nbconvert|py:nbconvert"
   "python3-ipykernel|py:ipykernel"
+  "python3-pandas|py:pandas"
+  "python3-matplotlib|py:matplotlib"
+  "jupyter-client|jupyter-kernelspec"
 )
 
 can_install() { [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; }
