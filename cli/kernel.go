@@ -291,6 +291,7 @@ func kernelRun(ctx context.Context, o *KernelRunOptions) error {
 		return err
 	}
 	b := newKernelBackend(cl, o.Spec, o.CleanRestart, logger)
+	b.marker = o.ConnectionFile + ".restarting"
 	if err := b.start(ctx); err != nil {
 		return err
 	}

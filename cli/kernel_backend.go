@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"path"
 	"strings"
 	"sync"
@@ -22,6 +23,10 @@ type kernelBackend struct {
 	spec  session.Spec
 	clean bool
 	log   *slog.Logger
+
+	// marker is the file that tells the kernel Jupyter starts next with the same connection
+	// file that it follows a restart (written by Shutdown, read by start).
+	marker string
 
 	mu sync.Mutex
 	s  *session.Session
@@ -43,8 +48,21 @@ func (b *kernelBackend) start(ctx context.Context) error {
 	b.mu.Lock()
 	b.s = s
 	b.mu.Unlock()
-	if r := s.Restored(); (info.Started || info.Recreate) && r != nil && r.Snapshot != "" {
+	restarted := false
+	if b.marker != "" {
+		if _, err := os.Stat(b.marker); err == nil {
+			restarted = true
+			_ = os.Remove(b.marker)
+		}
+	}
+	r := s.Restored()
+	switch {
+	case (info.Started || info.Recreate) && r != nil && r.Snapshot != "":
 		b.notice = restoredNotice(s.Name(), r)
+	case restarted && !b.clean:
+		// The old kernel was killed before the session had stopped: it never stopped, and its
+		// interpreter still holds the state.
+		b.notice = fmt.Sprintf("[runtimectl] session %s kept running through the restart, with its state\n", s.Name())
 	}
 	return nil
 }
@@ -253,6 +271,9 @@ func (b *kernelBackend) Shutdown(ctx context.Context, restart bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	s := b.session()
+	if restart && b.marker != "" {
+		_ = os.WriteFile(b.marker, []byte(s.Name()+"\n"), 0o600)
+	}
 	if restart && b.clean {
 		b.log.Info("kernel restart: resetting the session to an empty state", "session", s.Name())
 		_, err := s.Reset(ctx)
