@@ -9,6 +9,7 @@ import (
 	"log"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -32,6 +33,9 @@ type Kernel struct {
 
 	shell, control, stdin, iopub, hb zmq4.Socket
 	shellMu, controlMu, iopubMu      sync.Mutex
+
+	// subscribed is set once iopub has had a subscriber (see awaitSubscriber).
+	subscribed atomic.Bool
 
 	shutdownOnce sync.Once
 	shutdown     chan ShutdownRequest
@@ -174,6 +178,29 @@ func (k *Kernel) publish(parent *Message, msgType string, content any) {
 	}
 }
 
+// SubscriberWait bounds how long the first request waits for a subscriber on iopub.
+const SubscriberWait = 3 * time.Second
+
+// awaitSubscriber waits, before the kernel's first request is answered, until a client has
+// subscribed to iopub (at most SubscriberWait): a PUB socket drops what it sends before the
+// subscription arrives, and a client that connects and asks at once (a restarted kernel's
+// client) would miss the busy status, or the idle it waits for.
+func (k *Kernel) awaitSubscriber() {
+	if k.subscribed.Load() {
+		return
+	}
+	t, ok := k.iopub.(interface{ Topics() []string })
+	if !ok {
+		k.subscribed.Store(true)
+		return
+	}
+	deadline := time.Now().Add(SubscriberWait)
+	for len(t.Topics()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	k.subscribed.Store(true)
+}
+
 func (k *Kernel) status(parent *Message, state string) {
 	k.publish(parent, "status", map[string]string{"execution_state": state})
 }
@@ -189,6 +216,7 @@ func (k *Kernel) handle(ctx context.Context, m *Message, send func(*Message)) {
 		send(r)
 	}
 	t := m.Header.MsgType
+	k.awaitSubscriber()
 	if t == "shutdown_request" {
 		// No status around it: a client reading iopub until "idle" after a restart must not
 		// take this kernel's last idle for its next execution's.

@@ -510,6 +510,31 @@ func TestUnknownMessageGetsNoReply(t *testing.T) {
 	assert.Equal(t, id, r.c.recv(r.c.shell, 5*time.Second).ParentHeader().MsgID)
 }
 
+// A client whose iopub connects after it has asked (as a restarted kernel's client may: its
+// sockets reconnect one by one) still gets the busy status of its first request: the kernel
+// waits for an iopub subscription before it answers the first request.
+func TestFirstRequestWaitsForTheSubscriber(t *testing.T) {
+	p := freePorts(t, 5)
+	conn := ConnectionInfo{Transport: "tcp", IP: "127.0.0.1", ShellPort: p[0], IOPubPort: p[1], StdinPort: p[2], ControlPort: p[3], HBPort: p[4], Key: "k", SignatureScheme: "hmac-sha256"}
+	k, err := New(Config{Conn: conn, Backend: &fakeBackend{}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _, _ = k.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	s, _ := NewSigner(conn.SignatureScheme, conn.Key)
+	c := &testClient{t: t, signer: s, session: NewID(), iopubMsgs: make(chan *Message, 100)}
+	c.shell = zmq4.NewDealer(context.Background(), zmq4.WithID(zmq4.SocketIdentity(c.session)))
+	t.Cleanup(func() { c.shell.Close() })
+	require.NoError(t, c.shell.Dial(conn.Endpoint(conn.ShellPort)))
+	id := c.send(c.shell, "execute_request", ExecuteRequest{Code: "1"})
+	time.Sleep(300 * time.Millisecond)
+	late := dial(t, conn)
+	msgs := late.iopubFor(id)
+	assert.True(t, isStatus(msgs[0], "busy"), "got %v", types(msgs))
+}
+
 func TestNewRefusesBadConfig(t *testing.T) {
 	_, err := New(Config{})
 	assert.Error(t, err)
