@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,30 +16,6 @@ import (
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
 )
-
-var (
-	kernelBinOnce sync.Once
-	kernelBin     string
-	kernelBinErr  error
-)
-
-// kernelBinary builds runtimectl once per test process (Jupyter starts it as the kernel).
-func kernelBinary(t *testing.T) string {
-	t.Helper()
-	kernelBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "runtimectl-kernel-test")
-		if err != nil {
-			kernelBinErr = err
-			return
-		}
-		kernelBin = filepath.Join(dir, "runtimectl")
-		if out, err := exec.Command("go", "build", "-o", kernelBin, "../cmd/runtimectl").CombinedOutput(); err != nil {
-			kernelBinErr = &exec.ExitError{Stderr: out}
-		}
-	})
-	require.NoError(t, kernelBinErr)
-	return kernelBin
-}
 
 // jupyterPython is Debian's python3 with jupyter_client and friends (scripts/test-deps.sh
 // installs them); without -short their absence is a failure.
@@ -58,7 +33,7 @@ func jupyterPython(t *testing.T, modules ...string) string {
 // directory of the test's own and returns the environment for Jupyter's clients.
 func kernelEnv(t *testing.T, installArgs ...string) []string {
 	t.Helper()
-	bin := kernelBinary(t)
+	bin := binary // built by TestMain (exec_test.go)
 	data := t.TempDir()
 	env := append(os.Environ(), "JUPYTER_DATA_DIR="+data, "RUNTIMECTL_KERNELS_FILE="+filepath.Join(data, "kernels.json"),
 		"PYDEVD_DISABLE_FILE_VALIDATION=1", "JUPYTER_PLATFORM_DIRS=1")
@@ -140,7 +115,7 @@ func TestKernelNotebooksMatchIpykernel(t *testing.T) {
 	env := kernelEnv(t)
 	notebooks := []string{"basics", "pandas", "figure", "pandas+stop"}
 	names := kernelSessions(t, c, len(notebooks))
-	env = append(env, "KERNEL=runtimectl-python", "SESSIONS="+strings.Join(names, ","), "RUNTIMECTL="+kernelBinary(t))
+	env = append(env, "KERNEL=runtimectl-python", "SESSIONS="+strings.Join(names, ","), "RUNTIMECTL="+binary)
 	out := runPython(t, env, py, append([]string{"testdata/kernel/notebooks.py", t.TempDir()}, notebooks...)...)
 	assert.Contains(t, out, fmt.Sprintf("%d passed, 0 failed", len(notebooks)))
 }
