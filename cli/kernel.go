@@ -194,7 +194,7 @@ func kernelInstallRun(o *KernelInstallOptions) error {
 		meta["session"] = o.Session
 	}
 	spec := kernelSpec{
-		Argv: argv, DisplayName: display, Language: li.info.Name, InterruptMode: "message",
+		Argv: argv, DisplayName: display, Language: li.info.Name, InterruptMode: "signal",
 		Metadata: map[string]any{"runtimectl": meta, "debugger": false},
 	}
 	b, err := json.MarshalIndent(spec, "", " ")
@@ -292,19 +292,10 @@ func kernelRun(ctx context.Context, o *KernelRunOptions) error {
 	}
 	b := newKernelBackend(cl, o.Spec, o.CleanRestart, logger)
 	b.marker = o.ConnectionFile + ".restarting"
-	if err := b.start(ctx); err != nil {
-		return err
-	}
-	recordKernel(logger, key, name, o.Spec.Lang)
-	logger.Info("runtimectl kernel", "session", name, "lang", o.Spec.Lang, "connection_file", o.ConnectionFile)
-	k, err := jupyter.New(jupyter.Config{Conn: conn, Backend: b, Logger: logger})
-	if err != nil {
-		return &usageError{err}
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// SIGINT interrupts the code (interrupt_mode "signal", and Ctrl-C in a terminal); SIGTERM
-	// ends the kernel, leaving the session running.
+	// SIGINT interrupts the code (interrupt_mode "signal", as ipykernel's, and Ctrl-C in a
+	// terminal); SIGTERM ends the kernel, leaving the session running.
 	o.F.ClaimSignals()
 	go func() {
 		for {
@@ -315,13 +306,22 @@ func kernelRun(ctx context.Context, o *KernelRunOptions) error {
 					return
 				}
 				if err := b.Interrupt(ctx); err != nil {
-					logger.Warn("interrupt", "err", err)
+					logger.Debug("interrupt", "err", err) // jupyter_client interrupts before every shutdown
 				}
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
+	if err := b.start(ctx); err != nil {
+		return err
+	}
+	recordKernel(logger, key, name, o.Spec.Lang)
+	logger.Info("runtimectl kernel", "session", name, "lang", o.Spec.Lang, "connection_file", o.ConnectionFile)
+	k, err := jupyter.New(jupyter.Config{Conn: conn, Backend: b, Logger: logger})
+	if err != nil {
+		return &usageError{err}
+	}
 	req, err := k.Run(ctx)
 	b.close()
 	if err != nil {

@@ -258,9 +258,13 @@ func (b *kernelBackend) History(ctx context.Context, req jupyter.HistoryRequest)
 }
 
 func (b *kernelBackend) Interrupt(ctx context.Context) error {
+	s := b.session()
+	if s == nil {
+		return nil // still starting: nothing runs
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := b.session().Interrupt(ctx)
+	_, err := s.Interrupt(ctx)
 	return err
 }
 

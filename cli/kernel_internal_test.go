@@ -37,7 +37,7 @@ func TestKernelInstallWritesKernelspec(t *testing.T) {
 	assert.True(t, filepath.IsAbs(spec.Argv[0]))
 	assert.Equal(t, "Bash (runtimectl)", spec.DisplayName)
 	assert.Equal(t, "bash", spec.Language)
-	assert.Equal(t, "message", spec.InterruptMode)
+	assert.Equal(t, "signal", spec.InterruptMode)
 	assert.Equal(t, "bash", spec.Metadata["runtimectl"].(map[string]any)["lang"])
 
 	// The default: python, for this user, in $JUPYTER_DATA_DIR.

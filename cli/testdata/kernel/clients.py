@@ -48,6 +48,16 @@ def run(kc, code, timeout=TIMEOUT, **kw):
             return r["content"], msgs
 
 
+def shell_reply(kc, msg_id, timeout=TIMEOUT):
+    """The shell reply to msg_id (wait_for_ready may leave replies to its extra kernel_info
+    requests in the queue)."""
+    deadline = time.time() + timeout
+    while True:
+        r = kc.get_shell_msg(timeout=max(1, deadline - time.time()))
+        if r["parent_header"].get("msg_id") == msg_id:
+            return r
+
+
 def streams(msgs, name=None):
     return "".join(m["content"]["text"] for m in msgs
                    if m["msg_type"] == "stream" and (name is None or m["content"]["name"] == name))
@@ -63,7 +73,7 @@ class KernelSpec(unittest.TestCase):
         self.assertIn(KERNEL, specs)
         spec = KernelSpecManager().get_kernel_spec(KERNEL)
         self.assertEqual(spec.language, "python")
-        self.assertEqual(spec.interrupt_mode, "message")
+        self.assertEqual(spec.interrupt_mode, "signal")
         self.assertIn("{connection_file}", spec.argv)
 
 
@@ -78,8 +88,7 @@ class Clients(unittest.TestCase):
         cls.km.shutdown_kernel(now=False)  # a shutdown_request: the session is stopped, and kept
 
     def test_kernel_info(self):
-        self.kc.kernel_info()
-        r = self.kc.get_shell_msg(timeout=TIMEOUT)
+        r = shell_reply(self.kc, self.kc.kernel_info())
         c = r["content"]
         self.assertEqual(c["status"], "ok")
         self.assertEqual(c["protocol_version"], "5.3")
@@ -148,10 +157,7 @@ class Clients(unittest.TestCase):
         time.sleep(1)
         t = time.time()
         self.km.interrupt_kernel()
-        while True:
-            r = self.kc.get_shell_msg(timeout=30)
-            if r["parent_header"].get("msg_id") == msg_id:
-                break
+        r = shell_reply(self.kc, msg_id, timeout=30)
         self.assertLess(time.time() - t, 15)
         self.assertEqual(r["content"]["status"], "error")
         self.assertEqual(r["content"]["ename"], "KeyboardInterrupt")
@@ -160,18 +166,15 @@ class Clients(unittest.TestCase):
 
     def test_history_from_the_session(self):
         run(self.kc, "history_marker = 'hm'")
-        self.kc.history(hist_access_type="tail", n=50, output=False, raw=True)
-        r = self.kc.get_shell_msg(timeout=TIMEOUT)
+        r = shell_reply(self.kc, self.kc.history(hist_access_type="tail", n=50, output=False, raw=True))
         self.assertEqual(r["msg_type"], "history_reply")
         codes = [h[2] for h in r["content"]["history"]]
         self.assertIn("history_marker = 'hm'", codes)
 
     def test_comm_info_and_is_complete(self):
-        self.kc.comm_info()
-        r = self.kc.get_shell_msg(timeout=TIMEOUT)
+        r = shell_reply(self.kc, self.kc.comm_info())
         self.assertEqual(r["content"]["comms"], {})
-        self.kc.is_complete("x = 1")
-        r = self.kc.get_shell_msg(timeout=TIMEOUT)
+        r = shell_reply(self.kc, self.kc.is_complete("x = 1"))
         self.assertEqual(r["msg_type"], "is_complete_reply")
         self.assertIn(r["content"]["status"], ("complete", "unknown"))
 
