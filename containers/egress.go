@@ -166,6 +166,12 @@ func egressHost(s Spec, cfg *container.Config, hc *container.HostConfig) {
 		hc.Sysctls = map[string]string{}
 	}
 	hc.Sysctls["net.ipv4.ip_unprivileged_port_start"] = "0"
+	if hc.Tmpfs == nil {
+		hc.Tmpfs = map[string]string{}
+	}
+	// the agent's trust bundle (the system's CAs and the session's egress CA), for the session
+	// user to read
+	hc.Tmpfs[contract.EgressTrustDir] = "rw,nosuid,nodev,noexec,size=1m,mode=0755"
 	hc.Mounts = append(hc.Mounts, egressMounts(s)...)
 }
 

@@ -131,6 +131,12 @@ func egressPod(pod *corev1.Pod, proxyIP string) {
 				Name: contract.EgressProxyEnv, Value: "tcp:" + joinHostPort(proxyIP, egress.RelayPort)})
 		}
 	}
+	trustQ := resource.MustParse("1Mi")
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "egress-trust", VolumeSource: corev1.VolumeSource{
+		EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &trustQ}}})
+	for i := range pod.Spec.Containers {
+		pod.Spec.Containers[i].VolumeMounts = append(pod.Spec.Containers[i].VolumeMounts, corev1.VolumeMount{Name: "egress-trust", MountPath: contract.EgressTrustDir})
+	}
 	pod.Spec.DNSPolicy = corev1.DNSNone
 	pod.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{egress.AnswerAddr}, Searches: []string{}}
 	if pod.Spec.SecurityContext == nil {

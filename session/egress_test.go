@@ -213,7 +213,7 @@ func TestEgressPipFromAnAllowedIndexOnly(t *testing.T) {
 		r, err := s.Exec(testenv.Ctx(t, 3*time.Minute), `
 import subprocess, sys, time
 t = time.monotonic()
-p = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--retries", "0", "--timeout", "5", "--index-url", "http://`+index+`/simple", "-d", "/tmp/dl-`+index+`", "`+fakenet.ProbePackage+`"], capture_output=True, text=True)
+p = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--retries", "0", "--timeout", "5", "--index-url", "http://`+index+`/simple", "--trusted-host", "`+index+`", "-d", "/tmp/dl-`+index+`", "`+fakenet.ProbePackage+`"], capture_output=True, text=True)
 print(p.returncode, round(time.monotonic() - t, 1))
 print(p.stdout[-600:], p.stderr[-600:])
 `, session.ExecOptions{})
