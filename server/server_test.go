@@ -218,3 +218,15 @@ func TestStreamHoldsBackAnIncompleteCharacter(t *testing.T) {
 	assert.Equal(t, "price: €\n", out)
 	assert.Equal(t, Event{Event: "stderr", Data: "\ufffdx"}, got[len(got)-1], "invalid bytes become U+FFFD")
 }
+
+// Secret headers name the server's own environment variables or files: a token that is not an
+// admin's may not give them (it could send the server's secrets to a host it allows).
+func TestSecretHeadersNeedAnAdminToken(t *testing.T) {
+	s := newUnitServer(t)
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("POST", "/v1/sessions", strings.NewReader(`{"name": "x", "allow_hosts": ["evil.test"], "secret_headers": ["evil.test=X-Leak:HOME"]}`))
+	req.Header.Set("Authorization", "Bearer "+tokA)
+	s.Handler().ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusForbidden, rec.Code, rec.Body.String())
+	assert.Contains(t, rec.Body.String(), "admin")
+}
