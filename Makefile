@@ -7,7 +7,7 @@ BASE ?= debian:bookworm-slim
 DEMO ?= demo
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: help build agent base-image images demo test test-deps test-short test-python test-kernels fuzz soak bench lint fmt tidy-check clean kube-up kube-down
+.PHONY: help build agent base-image images demo test test-deps test-short test-python test-kernels fuzz soak bench lint fmt tidy-check clean kube-bin kube-up kube-down
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -36,7 +36,7 @@ demo: images ## the main job: build the images, start a session, run code in it
 test-deps: ## check for, and as root on Debian install, every package the tests use (scripts/test-deps.sh)
 	bash scripts/test-deps.sh
 
-test: test-deps images ## set up what the tests need, lint, then every test, unit and integration (builds the images from the Dockerfiles)
+test: test-deps images kube-bin ## set up what the tests need, lint, then every test, unit and integration (builds the images from the Dockerfiles)
 	$(MAKE) lint
 	$(GO) test -count=1 -timeout 40m ./...
 	$(MAKE) fuzz FUZZTIME=30000x
@@ -85,6 +85,9 @@ tidy-check: ## go.mod and go.sum are tidy (changes nothing; prints what tidy wou
 
 # The session images as `runtimectl image build` tags them (RUNTIMECTL_IMAGE_TAG, else latest).
 KUBE_IMAGES ?= $(foreach l,python bash node,runtimectl/$(l):$(or $(RUNTIMECTL_IMAGE_TAG),latest))
+kube-bin: ## build the local Kubernetes' binaries once (~12 min cold on 2 cores, cached in ~/.cache/kube-local; seconds when built)
+	bash scripts/kube/build.sh
+
 kube-up: images ## a local single-node Kubernetes (built once, ~8 min cold), the session images imported into it
 	bash scripts/kube/up.sh
 	bash scripts/kube/import.sh $(KUBE_IMAGES)
