@@ -22,7 +22,8 @@
 #   the sourced file (or from the user's function, and then a DEBUG trap returns from each
 #   frame above it) and the execution is reported as "interrupted".
 # - The state (what a snapshot restores) is a bash script; it is rebuilt after every
-#   execution and compared byte for byte with the previous one to compute `changed`.
+#   execution that may have changed it (see __rt_unchanged) and compared byte for byte with the
+#   previous one to compute `changed`.
 
 # ---- stage 1: become an interactive shell (same pid; fds 3-6 are inherited) ---------------
 if [[ $- != *i* ]]; then
@@ -385,7 +386,8 @@ __rt_readfile() {
 # __rt_state: builds the state script in __rt_cur, the names it keeps in __rt_names (variables,
 # then functions), the kept variables' `declare -p` lines in __rt_vlines and the functions in
 # __rt_fnames. Variables are kept when they are not in the start-up baseline or differ from it;
-# baseline variables that are gone are unset.
+# baseline variables that are gone are unset. With an argument, the `declare -p` and `declare -F`
+# that __rt_unchanged has just written are used.
 __rt_state() {
 	local __rt_l __rt_n __rt_f __rt_q __rt_s __rt_vars='' __rt_funcs='' __rt_fattr='' __rt_al=''
 	local -i __rt_nb=0
@@ -393,7 +395,7 @@ __rt_state() {
 	local -a __rt_lines
 	__rt_names=() __rt_vlines=() __rt_fnames=()
 	[[ -d $__rt_dir ]] || command mkdir -p -m 700 -- "$__rt_dir"
-	declare -p >|"$__rt_dir/vars"
+	[[ -n ${1-} ]] || declare -p >|"$__rt_dir/vars"
 	local LC_ALL=C # only after `declare -p`, which would list this local
 	mapfile -t __rt_lines <"$__rt_dir/vars"
 	for __rt_l in "${__rt_lines[@]}"; do
@@ -422,7 +424,7 @@ __rt_state() {
 			[[ -n ${__rt_seen[$__rt_n]-} ]] || __rt_vars+="unset -v $__rt_n"$'\n'
 		done
 	fi
-	declare -F >|"$__rt_dir/funcs"
+	[[ -n ${1-} ]] || declare -F >|"$__rt_dir/funcs"
 	mapfile -t __rt_lines <"$__rt_dir/funcs"
 	for __rt_l in "${__rt_lines[@]}"; do
 		__rt_n=${__rt_l#declare -* }
@@ -528,15 +530,52 @@ __rt_finish() {
 	fi
 	__rt_intr=
 	__rt_status=$__rt_rc
-	__rt_state
-	[[ $__rt_cur == "$__rt_prev" ]] || __rt_changed=true
-	__rt_prev=$__rt_cur
-	__rt_prev_names=("${__rt_names[@]}")
-	printf '%s' "$__rt_nonce" >&"$__rt_o"
-	printf '%s' "$__rt_nonce" >&"$__rt_e"
-	__rt_jstr "$__rt_xid"
+	# What differs from one execution to the next in the driver's own variables goes into the
+	# positional parameters, out of the fingerprint (__rt_unchanged).
+	set -- "$__rt_st" "$__rt_err" "$__rt_nonce" "$__rt_xid"
+	unset __rt_rc __rt_st __rt_err
+	__rt_nonce= __rt_xid= __rt_s= __rt_j= __rt_v= __rt_ch= __rt_line=
+	__rt_req=()
+	[[ _ =~ _ ]] # BASH_REMATCH held the request
+	if ! __rt_unchanged; then
+		__rt_state dumped
+		[[ $__rt_cur == "$__rt_prev" ]] || __rt_changed=true
+		__rt_prev=$__rt_cur
+		__rt_prev_names=("${__rt_names[@]}")
+	fi
+	printf '%s' "$3" >&"$__rt_o"
+	printf '%s' "$3" >&"$__rt_e"
+	__rt_jstr "$4"
 	__rt_i=$__rt_j
-	__rt_emit "{\"op\":\"done\",\"id\":$__rt_i,\"status\":\"$__rt_st\",\"result\":null,\"error\":$__rt_err,\"outputs\":[],\"changed\":$__rt_changed}"
+	__rt_emit "{\"op\":\"done\",\"id\":$__rt_i,\"status\":\"$1\",\"result\":null,\"error\":$2,\"outputs\":[],\"changed\":$__rt_changed}"
+}
+
+# __rt_unchanged: true when the shell's variables, functions and aliases print exactly as they
+# did at the end of the last execution that took this test, so the state script (a function of
+# them) is the same and need not be rebuilt: the common execution pays `declare -p`, `declare
+# -F`, the user's functions and one string comparison instead of the loop of __rt_state over
+# every line. The last
+# fingerprint is kept in __rt_fp, out of the shell's variables (in $1) while the new one is
+# taken; the caller has emptied what changes in the driver's own variables at every execution.
+# A false "changed" only costs the full rebuild, which then compares the state scripts.
+__rt_unchanged() {
+	[[ -d $__rt_dir ]] || command mkdir -p -m 700 -- "$__rt_dir"
+	set -- "${__rt_fp-}"
+	unset __rt_fp
+	declare -p >|"$__rt_dir/vars"
+	declare -F >|"$__rt_dir/funcs"
+	# With the same function names as the last state, the user's are __rt_fnames: their bodies
+	# (with other names, the names differ already).
+	: >|"$__rt_dir/fp"
+	((${#__rt_fnames[@]} == 0)) || declare -f "${__rt_fnames[@]}" >>"$__rt_dir/fp"
+	((${#BASH_ALIASES[@]} == 0)) || alias -p >>"$__rt_dir/fp"
+	# (no NUL in what bash prints: each file in one element)
+	mapfile -d '' __rt_fpa <"$__rt_dir/vars"
+	mapfile -d '' -O 1 __rt_fpa <"$__rt_dir/funcs"
+	mapfile -d '' -O 2 __rt_fpa <"$__rt_dir/fp"
+	__rt_fp="${__rt_fpa[0]-}|${__rt_fpa[1]-}|${__rt_fpa[2]-}"
+	unset __rt_fpa
+	[[ -n $1 && $__rt_fp == "$1" ]]
 }
 
 # __rt_snapshot ID: the state as of the last execution, inline on fd 5.

@@ -459,6 +459,38 @@ class KernelTest(unittest.TestCase):
         _, _, done = self.k.exec("echo $RANDOM $SECONDS $EPOCHREALTIME $LINENO")
         self.assertFalse(done["changed"])
 
+    def test_changed_after_unchanged_executions(self):
+        # Each change comes after executions that changed nothing, so the driver's quick test
+        # (the same `declare -p`, `declare -F`, functions and aliases as last time) has passed
+        # just before: it must still see every kind of change.
+        self.ok("f() { echo one; }; alias a1='echo a'; declare -a arr=(1 2); v=1")
+        changes = [
+            "f() { echo two; }",  # a function's body, same name
+            "alias a1='echo b'",  # an alias's value
+            "declare -i n",  # a variable declared without a value
+            "arr[5]=x",  # an element
+            "declare -x v",  # an attribute only
+            "unset v",
+            "cd /tmp",
+            "shopt -s nullglob",
+            "set -o pipefail",
+            "unset -f f",
+            "unalias a1",
+            "HOME=/elsewhere",  # a variable of the start-up baseline
+        ]
+        for code in changes:
+            for _ in range(2):
+                _, _, done = self.ok("echo same")
+                self.assertFalse(done["changed"], code)
+            _, _, done = self.ok(code)
+            self.assertTrue(done["changed"], code)
+        _, _, done = self.ok("false || :")
+        self.assertFalse(done["changed"])
+        _, data, _ = self.k.snapshot("s9")
+        self.assertIn(b"declare -i n", data)
+        self.assertIn(b"/tmp", data)
+        self.assertNotIn(b"a1=", data)
+
     def test_exit(self):
         self.k.send({"op": "exec", "id": "x", "seq": 1, "code": "echo bye; exit 3", "nonce": "0" * 32})
         self.assertEqual(self.k.p.wait(TIMEOUT), 3)
