@@ -3,21 +3,19 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/runtimectl/runtimectl/execproto"
 )
 
 // Serve accepts connections on the agent's unix socket until ctx ends. The socket lives in a
 // directory only root can enter, so user code cannot reach it: clients come in through
-// `runtime-agent connect`, run by `docker exec` (see Connect).
+// `runtime-agent connect`, run by `docker exec`, which hands its stream over (see Connect).
 func (a *Agent) Serve(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Dir(a.cfg.Socket), 0o700); err != nil {
 		return err
@@ -39,7 +37,14 @@ func (a *Agent) Serve(ctx context.Context) error {
 			}
 			return err
 		}
-		go a.serveConn(c)
+		go func() {
+			rw, err := accept(c)
+			if err != nil {
+				c.Close()
+				return
+			}
+			a.serveConn(rw)
+		}()
 	}
 }
 
@@ -110,42 +115,6 @@ func (a *Agent) serveConn(c io.ReadWriteCloser) {
 			}
 		}
 	}
-}
-
-// Connect relays standard input and output to the agent's socket: the private stream of one
-// client. It returns when either side ends.
-func Connect(socket string, stdin io.Reader, stdout io.Writer) error {
-	var (
-		c   net.Conn
-		err error
-	)
-	// The agent may still be starting (restoring a large snapshot): wait for its socket.
-	for i := 0; i < 600; i++ {
-		c, err = net.Dial("unix", socket)
-		if err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		return fmt.Errorf("connect to the agent: %w", err)
-	}
-	uc := c.(*net.UnixConn)
-	done := make(chan error, 2)
-	go func() {
-		_, err := copyPlain(uc, stdin)
-		_ = uc.CloseWrite()
-		done <- err
-	}()
-	go func() {
-		_, err := copyPlain(stdout, uc)
-		done <- err
-	}()
-	err = <-done
-	if errors.Is(err, io.EOF) {
-		err = nil
-	}
-	return err
 }
 
 // copyPlain copies with plain reads and writes. io.Copy would splice from the socket into

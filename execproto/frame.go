@@ -77,11 +77,15 @@ var ErrBadFrame = errors.New("malformed frame")
 // AppendFrame appends the encoding of f to buf and returns the extended buffer.
 func AppendFrame(buf []byte, f Frame) []byte {
 	var h [HeaderSize]byte
+	putHeader(h[:], f)
+	buf = append(buf, h[:]...)
+	return append(buf, f.Payload...)
+}
+
+func putHeader(h []byte, f Frame) {
 	binary.BigEndian.PutUint32(h[0:4], uint32(len(f.Payload)))
 	h[4] = byte(f.Type)
 	binary.BigEndian.PutUint32(h[5:9], f.ID)
-	buf = append(buf, h[:]...)
-	return append(buf, f.Payload...)
 }
 
 // WriteFrame writes f to w in a single Write call, so that concurrent writers that serialise

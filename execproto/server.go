@@ -34,13 +34,30 @@ func NewServerConn(conn io.ReadWriteCloser, hello Hello) (*ServerConn, error) {
 // Next reads the client's next frame.
 func (s *ServerConn) Next() (Frame, error) { return ReadFrame(s.r) }
 
-// Send writes one frame and flushes it.
+// VectorWriter is a connection that writes several buffers in one call (writev), so that a
+// large frame goes out as its header and payload with no copy.
+type VectorWriter interface {
+	WriteVector(bufs [][]byte) error
+}
+
+// directMin is the payload size from which a frame bypasses the write buffer on a
+// VectorWriter: below it, copying into the buffer costs less than a second iovec.
+const directMin = 16 << 10
+
+// Send writes one frame and flushes it: one write on the connection per frame.
 func (s *ServerConn) Send(t Type, id uint32, payload []byte) error {
+	if len(payload) > MaxPayload {
+		return fmt.Errorf("write %s frame: %w (%d bytes)", t, ErrFrameTooLarge, len(payload))
+	}
+	var h [HeaderSize]byte
+	putHeader(h[:], Frame{Type: t, ID: id, Payload: payload})
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if err := WriteFrame(s.w, Frame{Type: t, ID: id, Payload: payload}); err != nil {
-		return err
+	if vw, ok := s.conn.(VectorWriter); ok && len(payload) >= directMin {
+		return vw.WriteVector([][]byte{h[:], payload})
 	}
+	_, _ = s.w.Write(h[:]) // (a bufio.Writer's error comes back from Flush)
+	_, _ = s.w.Write(payload)
 	return s.w.Flush()
 }
 
