@@ -112,6 +112,7 @@ func serve(args []string) int {
 		logger.Error("start", "err", err)
 		return 1
 	}
+	go a.ShedWhenIdle(ctx)
 	ranDone := make(chan struct{})
 	go func() {
 		a.Run(ctx)

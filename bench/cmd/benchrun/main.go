@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,20 +21,28 @@ import (
 	"github.com/runtimectl/runtimectl/session"
 )
 
-var phases = []string{"exec", "python", "exprs", "cli", "cold", "tcsession", "snapshot-array", "snapshot-df", "snapshot-array-cpus2", "snapshot-df-cpus2", "neighbours", "restore", "stdout", "memory", "many", "pool", "bash", "kube"}
+var phases = []string{"exec", "python", "exprs", "cli", "cold", "tcsession", "snapshot-array", "snapshot-df", "snapshot-array-cpus2", "snapshot-df-cpus2", "neighbours", "restore", "stdout", "memory", "many", "pool", "bash", "density", "throughput", "kube"}
 
 func main() {
 	out := flag.String("out", "bench/results.json", "write the results here")
 	only := flag.String("only", "", "comma-separated phases to run (default all): "+strings.Join(phases, ","))
 	scale := flag.Float64("scale", 1, "multiply every sample count by this")
 	many := flag.Int("many", 50, "sessions started at once in the last phase")
+	density := flag.String("density", "10,50,100", "the density phase's levels: idle sessions held at once")
+	tput := flag.Int("throughput", 20, "sessions executing at once in the throughput phase")
 	rt := flag.String("runtimectl", "bin/runtimectl", "the built runtimectl binary")
 	kubeconfig := flag.String("kubeconfig", "", "the kube phase's cluster (default $KUBECONFIG); the phase runs only with -only kube, or in a full run when a kubeconfig is given")
 	flag.Parse()
-	os.Exit(run(*out, *only, *scale, *many, *rt, *kubeconfig))
+	var levels []int
+	for _, f := range strings.Split(*density, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			levels = append(levels, n)
+		}
+	}
+	os.Exit(run(*out, *only, *scale, *many, *rt, *kubeconfig, levels, *tput))
 }
 
-func run(out, only string, scale float64, many int, rt, kubeconfig string) int {
+func run(out, only string, scale float64, many int, rt, kubeconfig string, levels []int, tput int) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	started := time.Now()
@@ -97,6 +106,8 @@ func run(out, only string, scale float64, many int, rt, kubeconfig string) int {
 		"bash":                 r.BashRoundTrip,
 		"pool":                 func(ctx context.Context) error { return r.Pool(ctx, many) },
 		"kube":                 func(ctx context.Context) error { return r.Kube(ctx, kubeconfig) },
+		"density":              func(ctx context.Context) error { return r.Density(ctx, levels) },
+		"throughput":           func(ctx context.Context) error { return r.Throughput(ctx, tput) },
 	}
 	failed := 0
 	if kubeconfig == "" {
