@@ -118,6 +118,18 @@ func newFDConn(in, out int, uc *net.UnixConn) *fdConn {
 	return fc
 }
 
+// setPipeSize asks for a pipe of n bytes (see pipeSize); f is the end that goes to a child, so
+// that its blocking mode does not matter.
+func setPipeSize(f *os.File, n int) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		_, _, _ = syscall.Syscall(syscall.SYS_FCNTL, fd, fSetPipeSz, uintptr(n))
+	})
+}
+
 func (c *fdConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
 func (c *fdConn) Write(p []byte) (int, error) { return c.w.Write(p) }
 
