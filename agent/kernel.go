@@ -119,11 +119,6 @@ func startKernel(cfg Config, restore *os.File, readyTimeout time.Duration) (*ker
 		return nil, err
 	}
 	childEnds := []*os.File{ctrlR, evW, snapW, outW, errW, null}
-	// Larger pipes for the bulk streams: fewer wake-ups of the agent per MiB of snapshot or
-	// output (the pages are taken only while bytes are in the pipe).
-	for _, w := range []*os.File{snapW, outW, errW} {
-		setPipeSize(w, pipeSize)
-	}
 	closeChildEnds := func() {
 		for _, f := range childEnds {
 			f.Close()
