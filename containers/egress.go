@@ -207,9 +207,13 @@ func (m *Manager) StartEgress(ctx context.Context, session string, spec func() (
 	return m.waitEgress(ctx, session)
 }
 
-// waitEgress waits (10 s at most) for the proxy's ready line in its log.
+// egressReadyTimeout bounds the wait for a proxy's ready line (it takes milliseconds on an idle
+// machine; a loaded one may take seconds to start any container).
+const egressReadyTimeout = 45 * time.Second
+
+// waitEgress waits for the proxy's ready line in its log.
 func (m *Manager) waitEgress(ctx context.Context, session string) error {
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(egressReadyTimeout)
 	for {
 		since := time.Time{}
 		logs, err := m.EgressLogs(ctx, session, 1<<20)
@@ -226,7 +230,8 @@ func (m *Manager) waitEgress(ctx context.Context, session string) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the egress proxy of session %q did not say it was ready within 10 s; `docker logs %s` may say why", session, EgressName(session))
+			logs, _ := m.EgressLogs(ctx, session, 1<<20)
+			return fmt.Errorf("the egress proxy of session %q did not say it was ready within %s (its log ends %q); `docker logs %s` may say more", session, egressReadyTimeout, lastLine(logs), EgressName(session))
 		}
 		select {
 		case <-ctx.Done():

@@ -338,3 +338,34 @@ func TestEgressAllowlistsAreNotShared(t *testing.T) {
 }
 
 func pyQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// A warm pool of sessions with allowed hosts: its members have their proxies ready, a start
+// with the same hosts takes one, and the session reaches its hosts through the member's proxy
+// under the session's name; a start with other hosts does not take a member.
+func TestEgressFromAWarmPool(t *testing.T) {
+	testenv.Images(t)
+	py, _ := lang.Get("python")
+	in := fakenet.Start(t, images.Ref(py))
+	c := egressClient(t, in)
+	ctx := testenv.Ctx(t, 5*time.Minute)
+	pool := "eg" + strings.ToLower(testenv.Name(t)[len(testenv.Name(t))-6:])
+	require.NoError(t, c.SetPool(ctx, session.Pool{Name: pool, Lang: "python", Size: 1, AllowHosts: []string{"allowed.test"}}))
+	t.Cleanup(func() { _ = c.RemovePool(context.Background(), pool) })
+	_, _, err := c.FillPool(ctx, pool)
+	require.NoError(t, err)
+	name := testenv.Name(t)
+	t.Cleanup(func() { _ = c.Remove(context.Background(), name, true) })
+	s, info, err := c.Start(ctx, session.Spec{Name: name, AllowHosts: []string{"allowed.test"}})
+	require.NoError(t, err)
+	defer s.Close()
+	require.Equal(t, pool, info.Pool, "taken from the pool")
+	r := egressRun(t, s, "import urllib.request\nprint(urllib.request.urlopen('http://allowed.test/p', timeout=5).status)\ntry:\n    urllib.request.urlopen('http://denied.test/', timeout=5)\nexcept Exception as e:\n    print('refused', e)")
+	assert.Contains(t, r.Stdout, "200\nrefused")
+	ref, err := c.EgressRefusals(ctx, name)
+	require.NoError(t, err)
+	assert.Positive(t, ref.Total, "the member's proxy is the session's")
+	require.NoError(t, c.Remove(ctx, name, true))
+	ref, err = c.EgressRefusals(ctx, name)
+	require.NoError(t, err)
+	assert.Zero(t, ref.Total, "removed with the session")
+}
