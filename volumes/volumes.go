@@ -283,7 +283,7 @@ func (m *Manager) remove(ctx context.Context, name string) error {
 func (m *Manager) List(ctx context.Context, withSize bool) ([]Volume, error) {
 	var vols []*volume.Volume
 	if withSize {
-		du, err := m.api.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.VolumeObject}})
+		du, err := m.diskUsage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("measure volumes: %w", err)
 		}
@@ -331,4 +331,29 @@ func (m *Manager) List(ctx context.Context, withSize bool) ([]Volume, error) {
 	}
 	sort.Slice(res, func(i, j int) bool { return res[i].Name < res[j].Name })
 	return res, nil
+}
+
+// diskUsage asks the engine to measure the volumes. Docker 20.10 runs one such measurement at a
+// time and refuses a second with "a disk usage operation is already running" (two runtimectl
+// commands at once, or `docker system df` beside one): wait for the other and ask again, until
+// the context ends.
+func (m *Manager) diskUsage(ctx context.Context) (types.DiskUsage, error) {
+	delay := 50 * time.Millisecond
+	for {
+		du, err := m.api.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.VolumeObject}})
+		if err == nil || !diskUsageBusy(err) {
+			return du, err
+		}
+		select {
+		case <-ctx.Done():
+			return du, fmt.Errorf("%w (the engine was still measuring for another client)", err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// diskUsageBusy reports the engine's refusal of a measurement while another runs.
+func diskUsageBusy(err error) bool {
+	return strings.Contains(err.Error(), "disk usage operation is already running")
 }
