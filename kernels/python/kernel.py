@@ -62,6 +62,7 @@ import traceback
 import types
 
 import runtimectl_views as _views  # beside this file (sys.path[0] until setup)
+import runtimectl_ipython as _ipy   # idem; imports IPython only when the shell is built
 
 REQ_FD, EVT_FD, SNAP_FD = 3, 4, 5
 CO_COROUTINE = 0x0080          # inspect.CO_COROUTINE, without importing inspect
@@ -70,6 +71,11 @@ PREVIEW_LEN = 80
 SYSTEM_NAMES = frozenset(("__name__", "__doc__", "__package__", "__loader__", "__spec__",
                           "__builtins__", "__annotations__", "__file__", "__cached__"))
 FORMAT = "python-pickle5"
+OUT_PREFIX = "\x00Out:"       # a snapshot's entries for the shell's Out (never a variable name)
+
+
+def _visible(names):
+    return [n for n in names if not n.startswith(OUT_PREFIX)]
 
 
 def _python_version():
@@ -156,6 +162,19 @@ def _shell_lines(code):
 
 def _nothing():
     pass
+
+
+_PROMPT = re.compile(r"^(>>>|In \[\d+\]:|\.\.\.)", re.M)
+
+
+def _needs_transform(code):
+    """Whether IPython's cell transformer could change the code: magics, !, ?, a prompt
+    pasted in, indentation to remove. Plain code skips it (it tokenizes the whole cell)."""
+    if "%" in code or "!" in code or "?" in code:
+        return True
+    if code[:1].isspace() or _PROMPT.search(code):
+        return True
+    return False
 
 
 def _shell(cmd):
@@ -491,6 +510,10 @@ def _prefilter_reason(v):
     return False
 
 
+def _skipped_visible(entries):
+    return [e for e in entries if not e["name"].startswith(OUT_PREFIX)]
+
+
 def _reason(e):
     s = str(e) or type(e).__name__
     if isinstance(e, RecursionError):
@@ -514,6 +537,16 @@ class Kernel:
             self.budget = 300
         self.inbuf = b""
         self.info = None
+        self.shell = None       # IPython's InteractiveShell on the namespace (runtimectl_ipython)
+        self.book = None
+        self.seq = 0            # the execution running, for displays
+        self.rid = None
+        self.hidden = {}
+        self.result_data = None  # the execute_result bundle of the execution
+        self.sync = b""         # its sync token (docs/kernel-protocol.md, display)
+        self.displays = 0       # displays sent in it
+        self.in_exec = False
+        self.figures = []       # outputs saved from its displays
 
     # ----------------------------------------------------------------- setup
     def setup(self):
@@ -557,6 +590,84 @@ class Kernel:
         sys.modules["__main__"] = self.main
         self.ns = self.main.__dict__
         self.info = _info()
+        self._build_shell()
+
+    def _build_shell(self):
+        """IPython's shell on the namespace; without python3-ipython the driver still runs
+        plain Python (`!cmd` lines through _shell_lines, no magics, no displays)."""
+        try:
+            import importlib.util
+            if importlib.util.find_spec("IPython") is None:
+                return
+        except (ImportError, ValueError):
+            return
+        try:
+            _ipy.choose_backend()
+            self.shell = _ipy.build(self, _shell)
+            self.book = _ipy.Book(self.shell)
+            for n in ("exit", "quit"):          # Python's own: SystemExit, which the kernel survives
+                self.ns.pop(n, None)
+                self.shell.user_ns_hidden.pop(n, None)
+            self.hidden = self.shell.user_ns_hidden
+        except Exception:
+            self.note("IPython could not be set up; running plain Python: %s" % traceback.format_exc())
+            self.shell = self.book = None
+
+    def _hidden(self, name, value):
+        """Whether a namespace entry is the shell's bookkeeping rather than a variable."""
+        if self.shell is None:
+            return False
+        if name[:1] == "_":
+            return _ipy.is_book_name(name)
+        h = self.hidden.get(name, self)
+        return h is value
+
+    # ----------------------------------------------------------------- displays
+    def display(self, ev):
+        """Sends one display event (runtimectl_ipython) in its place among the output: the
+        output written before it is flushed and the sync token follows it on fds 1 and 2."""
+        if not self.in_exec:
+            return                      # e.g. a display from a snapshot child or the preload
+        if ev.get("kind") in ("display_data", "execute_result"):
+            self._save_png(ev)
+            if ev["kind"] == "execute_result":
+                self.result_data = ev.get("data")
+        self.displays += 1
+        ev["op"], ev["id"], ev["n"] = "display", self.rid, self.displays
+        body = _ipy.cap_display(ev)
+        self.flush_all()
+        if self.sync:
+            try:
+                _write_all(1, self.sync)
+                _write_all(2, self.sync)
+            except OSError:
+                pass
+        _write_all(EVT_FD, (body + "\n").encode())
+
+    def _save_png(self, ev):
+        """A figure (any image/png display) is also a file in the outputs folder, as before
+        displays existed (`outputs`)."""
+        png = (ev.get("data") or {}).get("image/png")
+        if not isinstance(png, str):
+            return
+        if ev["kind"] == "execute_result":
+            path = os.path.join(self.outputs_dir, "exec-%s-result.png" % self.seq)
+        else:
+            path = os.path.join(self.outputs_dir, "exec-%s-%d.png" % (self.seq, len(self.figures) + 1))
+        try:
+            import base64
+            self._mkdir()
+            with open(path, "wb") as f:
+                f.write(base64.b64decode(png))
+            self.figures.append({"mime": "image/png", "path": path})
+        except Exception as e:
+            self.note("could not save the figure to %s: %s" % (path, e))
+
+    def shown_error(self, etype, evalue, text):
+        """A traceback that the shell shows and does not raise (a magic's: %time 1/0, %run of a
+        failing script; a formatter's): on stderr, the execution's status unchanged, as
+        ipykernel's execute_reply."""
+        self.note_raw(text if text.endswith("\n") else text + "\n")
 
     def _reset_stdin(self):
         try:
@@ -672,6 +783,8 @@ class Kernel:
                     self.handle_snapshot(req)
                 elif op == "vars":
                     self.handle_vars(req)
+                elif op in ("complete", "inspect", "is_complete"):
+                    self.handle_query(op, req)
                 else:
                     self.event({"op": "error", "id": req.get("id"), "error": "unknown op %r" % (op,)})
             except KeyboardInterrupt:
@@ -692,7 +805,40 @@ class Kernel:
 
     # ----------------------------------------------------------------- exec
     def fingerprint(self):
-        return {k: id(v) for k, v in list(self.ns.items())}
+        if self.shell is None:
+            return {k: id(v) for k, v in list(self.ns.items())}
+        book = _ipy.is_book_name
+        return {k: id(v) for k, v in list(self.ns.items()) if k[:1] != "_" or not book(k)}
+
+    def handle_query(self, op, req):
+        """complete / inspect / is_complete, answered as ipykernel answers them."""
+        rid = req.get("id")
+        if self.shell is None:
+            self.event({"op": "error", "id": rid, "error": "%s needs IPython (python3-ipython)" % op})
+            return
+        code = req.get("code") or ""
+        pos = req.get("cursor_pos")
+        if not isinstance(pos, int) or pos < 0 or pos > len(code):
+            pos = len(code)
+        out = self.flush_all
+        try:
+            if op == "complete":
+                rep = _ipy.complete(self.shell, code, pos)
+            elif op == "inspect":
+                rep = _ipy.inspect(self.shell, code, pos, req.get("detail_level") or 0)
+            else:
+                rep = _ipy.is_complete(self.shell, code)
+        except Exception as e:
+            if op == "is_complete":
+                rep = {"status": "unknown"}
+            elif op == "complete":
+                rep = {"matches": [], "cursor_start": pos, "cursor_end": pos, "metadata": {}}
+            else:
+                rep = {"found": False, "data": {}, "metadata": {}}
+            self.note("%s failed: %s: %s" % (op, type(e).__name__, e))
+        out()
+        rep["op"], rep["id"] = op, rid
+        self.event(json.loads(json.dumps(rep, default=repr)))
 
     def handle_exec(self, req):
         self.reap()
@@ -706,10 +852,13 @@ class Kernel:
         filename = "<exec-%s>" % seq
         status, result, error, outputs, changed = "ok", None, None, [], True
         undo = _nothing
+        self.seq, self.rid, self.displays, self.figures = seq, rid, 0, []
+        self.sync = str(req.get("sync") or "").encode("ascii", "replace")
+        self.in_exec, self.result_data = True, None
         try:
             undo = self._exec_env(req)
-            status, result, error, value, changed = self.run_code(code, filename)
-            outputs = self.save_outputs(seq, value)
+            status, result, error, value, changed = self.run_code(code, filename, seq)
+            outputs = self.figures + self.save_outputs(seq, value)
             value = None
         except KeyboardInterrupt:            # a late SIGINT in driver code: harmless
             pass
@@ -720,6 +869,9 @@ class Kernel:
             status, error = "error", {"name": type(e).__name__, "value": str(e), "traceback": ""}
         finally:
             undo()
+            self.in_exec = False
+            if self.book is not None:
+                self.book.trim()
         self.flush_all()
         try:
             _write_all(1, nonce.encode("ascii", "replace"))
@@ -777,9 +929,23 @@ class Kernel:
         import importlib
         importlib.invalidate_caches()            # also forgets that the folder was missing
 
-    def run_code(self, code, filename):
+    def run_code(self, code, filename, seq=0):
         self._refresh_packages()
-        code = _shell_lines(code)
+        sh = self.shell
+        if sh is None:
+            code = _shell_lines(code)
+        else:
+            raw = code
+            sh.execution_count = seq
+            if _needs_transform(code):
+                try:
+                    code = sh.transform_cell(code)
+                except Exception as e:      # IPython's transformer failed: report as a SyntaxError
+                    tb = "%s: %s\n" % (type(e).__name__, e)
+                    self.note_raw(tb)
+                    return "error", None, {"name": type(e).__name__, "value": _cap(str(e)),
+                                           "traceback": tb}, None, False
+            self.book.store_input(seq, raw, code)
         linecache.cache[filename] = (len(code), None, code.splitlines(True) or ["\n"], filename)
         base = self.flags | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         try:
@@ -801,17 +967,31 @@ class Kernel:
 
         before = self.fingerprint()
         status, result, error, value, exc = "ok", None, None, None, None
+        info = None
         try:
+            if sh is not None:
+                info = self.call_user(self._pre_cell, raw)
             if mod_code is not None:
                 self.call_user(self._run, mod_code)
             if expr_code is not None:
                 value = self.call_user(self._run, expr_code)
                 if value is not None:
                     result = _cap(self.call_user(repr, value))
+                    if sh is not None:
+                        self.call_user(sh.displayhook, value)
         except KeyboardInterrupt as e:
             status, exc = "interrupted", e
         except BaseException as e:           # SystemExit included: the kernel survives it
             status, exc = "error", e
+        if sh is not None:
+            try:
+                self.call_user(self._post_cell, info, exc if exc is not None else None, value)
+            except KeyboardInterrupt as e:
+                if exc is None:
+                    status, exc = "interrupted", e
+            except BaseException as e:
+                if exc is None:
+                    status, exc = "error", e
         self._after_user_code()
         if exc is not None:
             value = None
@@ -835,6 +1015,27 @@ class Kernel:
         changed = not (self.fingerprint() == before and self._inert(tree, value, exc))
         exc = None
         return status, result, error, value, changed
+
+    def _pre_cell(self, raw):
+        from IPython.core.interactiveshell import ExecutionInfo
+        info = ExecutionInfo(raw, False, False, True, None)
+        ev = self.shell.events
+        ev.trigger("pre_execute")
+        ev.trigger("pre_run_cell", info)
+        return info
+
+    def _post_cell(self, info, exc, value):
+        """IPython's post_execute and post_run_cell callbacks: the inline backend shows the
+        figures left open here, autoreload and extensions do their part."""
+        from IPython.core.interactiveshell import ExecutionResult
+        ev = self.shell.events
+        ev.trigger("post_execute")
+        if info is not None:
+            res = ExecutionResult(info)
+            res.execution_count = self.seq
+            res.error_in_exec = exc
+            res.result = value
+            ev.trigger("post_run_cell", res)
 
     def _run(self, code):
         v = eval(code, self.ns)
@@ -967,8 +1168,17 @@ class Kernel:
                     plt.close("all")
                 except BaseException as e:
                     self.note("could not close figures: %s" % e)
-        if value is not None:
+        if value is not None and self.shell is None:
             outputs.extend(self._rich(seq, value))
+        elif self.result_data and isinstance(self.result_data.get("text/html"), str):
+            path = os.path.join(self.outputs_dir, "exec-%s-result.html" % seq)
+            try:
+                self._mkdir()
+                with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
+                    f.write(self.result_data["text/html"])
+                outputs.append({"mime": "text/html", "path": path})
+            except BaseException as e:
+                self.note("could not save the HTML of the result: %s: %s" % (type(e).__name__, e))
         return outputs
 
     def _mkdir(self):
@@ -1024,6 +1234,8 @@ class Kernel:
             items = []
         for name, v in items:
             try:
+                if self._hidden(name, v):
+                    continue
                 if name.startswith("_"):
                     if name not in SYSTEM_NAMES:
                         private.append(name)
@@ -1160,7 +1372,7 @@ class Kernel:
         kept, skipped, modules, sources = {}, [], {}, {}
         try:
             for name, v in list(self.ns.items()):
-                if name.startswith("_"):
+                if name.startswith("_") or self._hidden(name, v):
                     continue
                 try:
                     if isinstance(v, types.ModuleType):
@@ -1184,10 +1396,24 @@ class Kernel:
             for k, entry in list(linecache.cache.items()):
                 if isinstance(k, str) and k.startswith("<exec-") and len(entry) >= 3:
                     sources[k] = "".join(entry[2])
+            book = None
+            if self.book is not None:
+                # In and Out, within bounds: Out's values in the one pass with the variables (what
+                # they share stays shared), under names that no variable can have.
+                try:
+                    book, outs = self.book.snapshot()
+                    for n, v in outs.items():
+                        if v is not None and not _prefilter_reason(v):
+                            kept[OUT_PREFIX + str(n)] = v
+                except (_SnapshotTimeout, _StreamBroken):
+                    raise
+                except BaseException:
+                    book = None
+            self.snap_book = book
 
             err = self._write_pass(writer, kept, modules, sources)
             if err is None:
-                writer.end(self._manifest(rid, True, None, list(modules) + list(kept), skipped,
+                writer.end(self._manifest(rid, True, None, list(modules) + _visible(kept), skipped,
                                           writer.bytes, time.monotonic() - t0))
                 return
             # The single pass failed: find the culprits, each pickled alone into a null sink.
@@ -1202,14 +1428,16 @@ class Kernel:
                 except BaseException as e:
                     culprits.append({"name": name, "type": _tname(v), "reason": _reason(e)})
                     del kept[name]
-            skipped.extend(culprits)
+            seen = _skipped_visible(culprits)
+            skipped.extend(seen)
+            names = [c["name"] for c in seen] + (["Out values"] if len(seen) < len(culprits) else [])
             writer.end(self._manifest(rid, False, first_error + "; retrying without "
-                                      + (", ".join(c["name"] for c in culprits) or "nothing"),
-                                      [], culprits, writer.bytes, time.monotonic() - t0, retry=True))
+                                      + (", ".join(names) or "nothing"),
+                                      [], seen, writer.bytes, time.monotonic() - t0, retry=True))
             writer.bytes = 0
             err = self._write_pass(writer, kept, modules, sources)
             if err is None:
-                writer.end(self._manifest(rid, True, None, list(modules) + list(kept), skipped,
+                writer.end(self._manifest(rid, True, None, list(modules) + _visible(kept), skipped,
                                           writer.bytes, time.monotonic() - t0))
             else:
                 writer.end(self._manifest(rid, False, "%s; second pass failed (%s: %s)" % (
@@ -1239,8 +1467,11 @@ class Kernel:
     def _write_pass(self, writer, kept, modules, sources):
         """One complete data pass; returns None or the exception that stopped it."""
         import pickle
-        header = {"version": 1, "names": list(kept), "types": {k: _tname(v) for k, v in kept.items()},
+        header = {"version": 1, "names": _visible(kept),
+                  "types": {k: _tname(v) for k, v in kept.items() if not k.startswith(OUT_PREFIX)},
                   "modules": modules, "sources": sources}
+        if getattr(self, "snap_book", None) is not None:
+            header["ipython"] = self.snap_book
         try:
             pickle.dump(header, writer, protocol=5)
             P = _user_dumper()
@@ -1291,6 +1522,18 @@ class Kernel:
                 values = pickle.load(f)
                 if not isinstance(values, dict):
                     raise ValueError("snapshot variables are not a dict")
+                outs = {}
+                for k in [k for k in values if isinstance(k, str) and k.startswith(OUT_PREFIX)]:
+                    v = values.pop(k)
+                    try:
+                        outs[int(k[len(OUT_PREFIX):])] = v
+                    except ValueError:
+                        pass
+                if self.book is not None:
+                    try:
+                        self.book.restore(header.get("ipython"), outs)
+                    except Exception as e:
+                        self.note("could not restore In/Out: %s: %s" % (type(e).__name__, e))
                 self.ns.update(values)
                 restored.extend(values)
                 for n in names:

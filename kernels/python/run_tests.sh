@@ -11,8 +11,9 @@ FROM ${BASE}
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       python3 python3-dill python3-numpy python3-pandas python3-matplotlib ca-certificates procps \
+      python3-ipython python3-matplotlib-inline \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
 ENV MPLBACKEND=Agg MPLCONFIGDIR=/tmp/.matplotlib PYTHONDONTWRITEBYTECODE=1 LANG=C.UTF-8
 DOCKERFILE
 exec docker run --rm -v "$here":/k:ro -w /k --user 1000 -e RUNTIMECTL_OUTPUTS=/tmp/out \
-    -e RUNTIMECTL_BENCH="${RUNTIMECTL_BENCH:-}" runtimectl-pytest python3 -m unittest -v ${RUNTIMECTL_PYTEST:-test_kernel}
+    -e RUNTIMECTL_BENCH="${RUNTIMECTL_BENCH:-}" runtimectl-pytest python3 -m unittest -v ${RUNTIMECTL_PYTEST:-test_kernel test_ipython}

@@ -1,0 +1,321 @@
+# IPython semantics for the runtimectl Python kernel driver (kernel.py): Debian's python3-ipython
+# InteractiveShell on the session's own namespace, as ipykernel uses it, minus the ZeroMQ.
+#
+# What it brings (docs/kernel-protocol.md, "IPython"):
+# - the cell transformer: %magics, %%cell magics, !cmd, x = !cmd, obj? / obj?? ;
+# - the display publisher: display(), IPython.display objects, _repr_*_ and _ipython_display_
+#   become "display" events on fd 4 with the full mime bundle (display_data,
+#   update_display_data, clear_output), each put in its place among stdout/stderr by the sync
+#   token that the driver writes to fds 1 and 2 just before it;
+# - the display hook: the final expression's value as an execute_result event, Out[n], _, __,
+#   ___, _n (n = the session's seq, the execution count);
+# - the inline matplotlib backend (plt.show() and figures left open give image/png displays);
+# - complete / inspect / is_complete, answered as ipykernel answers them.
+#
+# What kernel.py keeps doing itself: compiling and running the code (tracebacks on <exec-N>,
+# interrupts, top-level await, the `changed` rule), snapshots, `result` (the repr), and `!cmd`
+# (through the shell with the code's file descriptors, `_exit_code` set).
+#
+# Bookkeeping and snapshots: In (the code of each execution, by seq) and Out (the values shown)
+# are kept in the snapshot within bounds (IN_KEEP_BYTES of code, OUT_KEEP values), and _, __,
+# ___, _i, _ii, _iii, _iN, _N are rebuilt from them on restore; IPython's own history database
+# is off (HistoryManager.enabled = False) and its caches are trimmed after every execution.
+
+import base64
+import builtins
+import json
+import os
+import sys
+
+IN_KEEP_BYTES = 2 << 20      # code kept in a snapshot's In (newest first), bytes
+OUT_KEEP = 32                # values kept in a snapshot's Out (newest)
+DISPLAY_MAX = 8 << 20        # a display event larger than this (JSON) has its data replaced
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+# Names the shell puts into the namespace, never a session's variables (vars, snapshots).
+BOOK_NAMES = frozenset(("In", "Out", "get_ipython", "exit", "quit", "__builtin__", "_", "__", "___", "_i",
+                        "_ii", "_iii", "_ih", "_oh", "_dh", "_sh", "_exit_code"))
+
+
+def is_book_name(name):
+    """Whether name is the shell's bookkeeping (In, Out, _, _i7, _7, ...)."""
+    if name in BOOK_NAMES:
+        return True
+    if name.startswith("_i") and name[2:].isdigit():
+        return True
+    return name[:1] == "_" and name[1:].isdigit()
+
+
+def choose_backend():
+    """The inline backend by default, as ipykernel does (an MPLBACKEND set to anything but the
+    image's default Agg is the session's choice and kept)."""
+    cur = os.environ.get("MPLBACKEND", "")
+    if cur.lower() not in ("", "agg"):
+        return
+    import importlib.util
+    try:
+        if importlib.util.find_spec("matplotlib_inline") is None:
+            return
+    except (ImportError, ValueError):
+        return
+    os.environ["MPLBACKEND"] = INLINE_BACKEND
+
+
+def _jsonable(data):
+    """A mime bundle as Jupyter sends it: bytes base64, JSON types as they are."""
+    out = {}
+    for k, v in (data or {}).items():
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            v = base64.b64encode(bytes(v)).decode("ascii")
+        out[str(k)] = v
+    return out
+
+
+def build(kernel, shell_fn):
+    """Creates the shell on kernel.main and returns it. shell_fn(cmd) runs a !cmd line."""
+    from traitlets.config import Config
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.core.displaypub import DisplayPublisher
+    from IPython.core.displayhook import DisplayHook
+    from IPython.core.magic import Magics, magics_class, line_magic
+    from traitlets import Type
+
+    class Publisher(DisplayPublisher):
+        def publish(self, data, metadata=None, source=None, *, transient=None, update=False, **kw):
+            ev = {"kind": "update_display_data" if update else "display_data",
+                  "data": _jsonable(data), "metadata": metadata or {}}
+            did = (transient or {}).get("display_id")
+            if did is not None:
+                ev["display_id"] = str(did)
+            kernel.display(ev)
+
+        def clear_output(self, wait=False):
+            kernel.display({"kind": "clear_output", "wait": bool(wait)})
+
+    class Hook(DisplayHook):
+        def write_output_prompt(self):
+            pass
+
+        def finish_displayhook(self):
+            pass
+
+        def write_format_data(self, format_dict, md_dict=None):
+            kernel.display({"kind": "execute_result", "data": _jsonable(format_dict),
+                            "metadata": md_dict or {}})
+
+    @magics_class
+    class Packages(Magics):
+        """%pip and %conda: runtimectl installs packages before the code runs (the session has no
+        network); a line that still reaches the interpreter says how."""
+
+        def _refuse(self, name, line):
+            raise RuntimeError(
+                "%%%s %s: packages are installed by runtimectl before the code runs (`%%pip "
+                "install PKG` as a line of its own, or `runtimectl session install NAME PKG...`)"
+                % (name, line))
+
+        @line_magic
+        def pip(self, line):
+            self._refuse("pip", line)
+
+        @line_magic
+        def conda(self, line):
+            self._refuse("conda", line)
+
+    class Shell(InteractiveShell):
+        display_pub_class = Type(Publisher)
+        displayhook_class = Type(Hook)
+
+        def system(self, cmd):
+            shell_fn(self.var_expand(cmd, depth=1))
+
+        system_piped = system_raw = system
+
+        def _showtraceback(self, etype, evalue, stb):
+            text = self.InteractiveTB.stb2text(stb)
+            kernel.shown_error(etype, evalue, text)
+
+        def enable_gui(self, gui=None):
+            if gui not in (None, "inline"):
+                print("runtimectl: no GUI event loop in a session (%s); figures show inline"
+                      % gui, file=sys.stderr)
+
+        def ask_exit(self):
+            pass
+
+        def init_virtualenv(self):
+            pass        # the session's packages are on sys.path already (kernel.py)
+
+    cfg = Config()
+    cfg.HistoryManager.enabled = False
+    cfg.HistoryManager.hist_file = ":memory:"
+    cfg.InteractiveShell.colors = "NoColor"
+    cfg.InteractiveShell.xmode = "Context"
+    cfg.InteractiveShell.autocall = 0
+    cfg.InteractiveShell.separate_in = ""
+    cfg.InteractiveShell.separate_out = ""
+    cfg.InteractiveShell.separate_out2 = ""
+    cfg.InteractiveShell.banner1 = ""
+    cfg.InteractiveShell.warn_venv = False
+    cfg.InteractiveShell.enable_html_pager = False
+    saved = {n: getattr(builtins, n, None) for n in ("exit", "quit")}
+    shell = Shell.instance(config=cfg, user_module=kernel.main)
+    shell.register_magics(Packages)
+    shell.builtin_trap.__enter__()   # display, get_ipython: builtins for good, as in a notebook
+    for n, v in saved.items():       # exit() / quit() stay Python's (SystemExit, survived)
+        if v is not None:
+            setattr(builtins, n, v)
+    # obj? / obj?? / %pdoc / %psource...: the pager is the code's stdout (PAGER=cat at a
+    # terminal), and a Jupyter client gets it as a "page" display.
+    shell.set_hook("show_in_pager", lambda _self, data, start=0, screen_lines=0, pager_cmd=None:
+                   kernel.display({"kind": "page", "data": _jsonable(
+                       data if isinstance(data, dict) else {"text/plain": str(data)}),
+                       "metadata": {}}))
+    # sys.excepthook, the displayhook and the pdb hooks stay Python's outside the shell's traps.
+    sys.displayhook = sys.__displayhook__
+    sys.excepthook = sys.__excepthook__
+    return shell
+
+
+class Book:
+    """The shell's In and Out for one kernel: what each execution adds, the bounds, and what a
+    snapshot keeps of them."""
+
+    def __init__(self, shell):
+        self.shell = shell
+
+    def store_input(self, seq, raw, parsed):
+        """In[seq] = the code (In is a list indexed by seq; gaps are ""), and _i, _ii, _iii,
+        _i<seq>, as IPython's HistoryManager.store_inputs does."""
+        hm = self.shell.history_manager
+        for lst, text in ((hm.input_hist_parsed, parsed), (hm.input_hist_raw, raw)):
+            while len(lst) < seq:
+                lst.append("")
+            if len(lst) == seq:
+                lst.append(text.rstrip("\n"))
+            else:
+                lst[seq] = text.rstrip("\n")
+        hm._iii, hm._ii, hm._i, hm._i00 = hm._ii, hm._i, hm._i00, raw.rstrip("\n")
+        ns = self.shell.user_ns
+        ns.update({"_i": hm._i, "_ii": hm._ii, "_iii": hm._iii, "_i%d" % seq: hm._i00})
+
+    def trim(self):
+        """IPython's history caches, which nothing reads here, kept from growing."""
+        hm = self.shell.history_manager
+        del hm.db_input_cache[:]
+        del hm.db_output_cache[:]
+        reprs = hm.output_hist_reprs
+        if len(reprs) > 2 * OUT_KEEP:
+            for k in sorted(reprs)[:-OUT_KEEP]:
+                reprs.pop(k, None)
+
+    def snapshot(self):
+        """(the In kept, {seq: value} of the Out kept): the newest within the bounds."""
+        hm = self.shell.history_manager
+        src = hm.input_hist_raw
+        keep, total = {}, 0
+        for i in range(len(src) - 1, 0, -1):
+            s = src[i]
+            if not s:
+                continue
+            total += len(s)
+            if total > IN_KEEP_BYTES:
+                break
+            keep[i] = s
+        out = self.shell.user_ns.get("Out")
+        outs = {}
+        if isinstance(out, dict):
+            for k in sorted(k for k in out if isinstance(k, int))[-OUT_KEEP:]:
+                outs[k] = out[k]
+        return {"in": keep, "n": len(src)}, outs
+
+    def restore(self, book, outs):
+        """Puts back what snapshot() kept: In, Out, _i*, _N, _, __, ___."""
+        if not isinstance(book, dict):
+            return
+        hm = self.shell.history_manager
+        ins = {int(k): v for k, v in (book.get("in") or {}).items()}
+        n = max([int(book.get("n") or 1)] + [k + 1 for k in ins])
+        for lst in (hm.input_hist_parsed, hm.input_hist_raw):
+            del lst[1:]
+            lst.extend(ins.get(i, "") for i in range(1, n))
+        ns = self.shell.user_ns
+        recent = [ins[k] for k in sorted(ins)[-3:]]
+        while len(recent) < 3:
+            recent.insert(0, "")
+        hm._iii, hm._ii, hm._i = recent
+        hm._i00 = hm._i
+        ns.update({"_i": hm._i, "_ii": hm._ii, "_iii": hm._iii})
+        for k, v in ins.items():
+            ns["_i%d" % k] = v
+        out = ns.get("Out")
+        dh = self.shell.displayhook
+        last = []
+        for k in sorted(outs):
+            if isinstance(out, dict):
+                out[k] = outs[k]
+            ns["_%d" % k] = outs[k]
+            last.append(outs[k])
+        last = ([None, None, None] + last)[-3:]
+        dh.___, dh.__, dh._ = last
+        ns.update({"_": dh._, "__": dh.__, "___": dh.___})
+
+
+def complete(shell, code, cursor_pos):
+    """ipykernel's complete_reply (the experimental completions API, jedi where it is)."""
+    from IPython.core.completer import provisionalcompleter
+    if cursor_pos is None:
+        cursor_pos = len(code)
+    with provisionalcompleter():
+        comps = list(shell.Completer.completions(code, cursor_pos))
+    if comps:
+        start = min(c.start for c in comps)
+        end = max(c.end for c in comps)
+    else:
+        start = end = cursor_pos
+    matches, types = [], []
+    for c in comps:
+        # completions may start before `start`: pad them as ipykernel does
+        text = code[start:c.start] + c.text + code[c.end:end]
+        matches.append(text)
+        types.append({"start": start, "end": end, "text": text, "type": c.type,
+                      "signature": getattr(c, "signature", "")})
+    return {"matches": matches, "cursor_start": start, "cursor_end": end,
+            "metadata": {"_jupyter_types_experimental": types}}
+
+
+def inspect(shell, code, cursor_pos, detail_level):
+    """ipykernel's inspect_reply."""
+    from IPython.utils.tokenutil import token_at_cursor
+    if cursor_pos is None:
+        cursor_pos = len(code)
+    name = token_at_cursor(code, cursor_pos)
+    try:
+        bundle = shell.object_inspect_mime(name, detail_level=detail_level or 0)
+        if not shell.enable_html_pager:
+            bundle.pop("text/html", None)
+        return {"found": True, "data": _jsonable(bundle), "metadata": {}}
+    except KeyError:
+        return {"found": False, "data": {}, "metadata": {}}
+
+
+def is_complete(shell, code):
+    """ipykernel's is_complete_reply."""
+    status, indent = shell.input_transformer_manager.check_complete(code)
+    r = {"status": status}
+    if status == "incomplete":
+        r["indent"] = " " * (indent or 0)
+    return r
+
+
+def cap_display(ev):
+    """The event, or the same display with its data replaced when it is too large for one
+    event line (DISPLAY_MAX)."""
+    body = json.dumps(ev, ensure_ascii=True, separators=(",", ":"), default=repr)
+    if len(body) <= DISPLAY_MAX:
+        return body
+    n = len(body)
+    small = {k: v for k, v in ev.items() if k not in ("data", "metadata")}
+    small["data"] = {"text/plain": "[runtimectl: display of %d bytes dropped: the limit is %d "
+                                   "MiB; save it to a file instead]" % (n, DISPLAY_MAX >> 20)}
+    small["metadata"] = {"runtimectl": {"dropped": n}}
+    return json.dumps(small, ensure_ascii=True, separators=(",", ":"))

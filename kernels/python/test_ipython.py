@@ -1,0 +1,272 @@
+"""IPython semantics of kernels/python/kernel.py (runtimectl_ipython.py): displays with their
+mime bundles and their place among the output, the display hook (Out, _, In), magics, the
+inline matplotlib backend, complete / inspect / is_complete, and In/Out across a snapshot.
+
+Run as test_kernel.py is (run_tests.sh runs both); skipped where python3-ipython is missing.
+"""
+
+import base64
+import json
+import os
+import unittest
+
+from test_kernel import HAVE_IPYTHON, HAVE_SCI, Kernel
+
+
+def plain(d):
+    return d["data"].get("text/plain")
+
+
+@unittest.skipUnless(HAVE_IPYTHON, "python3-ipython not installed")
+class TestDisplays(unittest.TestCase):
+    def setUp(self):
+        self.k = Kernel()
+
+    def tearDown(self):
+        self.k.close()
+
+    def test_display_objects_and_order(self):
+        done, out, err = self.k.exec(
+            "from IPython.display import HTML, Markdown, JSON, SVG, Latex, display\n"
+            "print('one')\n"
+            "display(HTML('<b>hi</b>'))\n"
+            "print('two')\n"
+            "display(Markdown('# t'), JSON({'a': 1}))\n"
+            "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\"/>'), Latex('$x$'))\n"
+            "print('three')\n"
+            "3")
+        self.assertEqual(done["status"], "ok", err)
+        self.assertEqual(out, "one\ntwo\nthree\n")
+        ds = self.k.displays
+        kinds = [d["kind"] for d in ds]
+        self.assertEqual(kinds, ["display_data"] * 5 + ["execute_result"])
+        self.assertEqual([d["n"] for d in ds], [1, 2, 3, 4, 5, 6])
+        self.assertEqual(ds[0]["data"]["text/html"], "<b>hi</b>")
+        self.assertEqual(ds[1]["data"]["text/markdown"], "# t")
+        self.assertEqual(ds[2]["data"]["application/json"], {"a": 1})
+        self.assertIn("<svg", ds[3]["data"]["image/svg+xml"])
+        self.assertEqual(ds[4]["data"]["text/latex"], "$x$")
+        for d in ds:
+            self.assertIn("text/plain", d["data"])
+        self.assertEqual(plain(ds[5]), "3")
+        self.assertEqual(done["result"], "3")
+        # the sync tokens cut stdout where each display happened
+        self.assertEqual(self.k.out_parts, ["one\n", "two\n", "", "", "", "three\n", ""])
+
+    def test_repr_methods_and_ipython_display(self):
+        done, out, err = self.k.exec(
+            "class R:\n"
+            "    def _repr_html_(self): return '<i>r</i>'\n"
+            "    def _repr_markdown_(self): return '*r*'\n"
+            "    def __repr__(self): return 'R()'\n"
+            "class D:\n"
+            "    def _ipython_display_(self):\n"
+            "        from IPython.display import display\n"
+            "        display({'text/plain': 'custom', 'text/html': '<p>c</p>'}, raw=True)\n"
+            "display(R())\nD()")
+        self.assertEqual(done["status"], "ok", err)
+        ds = self.k.displays
+        self.assertEqual(ds[0]["data"], {"text/plain": "R()", "text/html": "<i>r</i>",
+                                         "text/markdown": "*r*"})
+        self.assertEqual(ds[1]["data"], {"text/plain": "custom", "text/html": "<p>c</p>"})
+        self.assertEqual(len(ds), 2)      # _ipython_display_ replaces the execute_result
+
+    def test_update_and_clear(self):
+        done, out, err = self.k.exec(
+            "from IPython.display import display, clear_output\n"
+            "h = display('a', display_id='p1')\nh.update('b')\nclear_output(wait=True)")
+        self.assertEqual(done["status"], "ok", err)
+        ds = self.k.displays
+        self.assertEqual([d["kind"] for d in ds], ["display_data", "update_display_data", "clear_output"])
+        self.assertEqual(ds[0]["display_id"], "p1")
+        self.assertEqual(ds[1]["display_id"], "p1")
+        self.assertEqual(plain(ds[1]), "'b'")
+        self.assertTrue(ds[2]["wait"])
+
+    def test_out_in_underscore(self):
+        self.k.exec("10")
+        self.k.exec("20")
+        self.k.exec("x = 5")
+        self.assertEqual(self.k.value("(_, __, Out[1], Out[2], _1)"), "(20, 10, 10, 20, 10)")
+        self.assertEqual(self.k.value("In[3]"), "'x = 5'")
+        self.assertEqual(self.k.value("_i3"), "'x = 5'")
+        done, out, err = self.k.exec("30;")
+        self.assertEqual(self.k.displays, [])           # ';' keeps the value from showing
+        self.assertEqual(self.k.value("len(Out)"), "5")  # 10, 20, the tuple, In[3], _i3
+        # none of it is a variable
+        names = [v["name"] for v in self.k.vars()["vars"]]
+        self.assertEqual(names, ["x"])
+
+    def test_magics(self):
+        k = self.k
+        done, out, err = k.exec("%time y = sum(range(1000))")
+        self.assertEqual(done["status"], "ok", err)
+        self.assertIn("Wall time", out)
+        done, out, err = k.exec("%timeit -n 3 -r 2 sum(range(100))")
+        self.assertIn("loops each", out)
+        done, out, err = k.exec("%%time\nz = 2\nz * 3")
+        self.assertEqual(plain(k.displays[-1]), "6")
+        self.assertEqual(k.value("z"), "2")
+        done, out, err = k.exec("%%timeit -n 2 -r 1\nsum(range(10))")
+        self.assertIn("loop", out)
+        done, out, err = k.exec("%who")
+        self.assertIn("y", out)
+        self.assertNotIn("In", out.split())
+        done, out, err = k.exec("%whos")
+        self.assertIn("Variable", out)
+        done, out, err = k.exec("%env RT_X=7\nimport os\nos.environ['RT_X']")
+        self.assertEqual(done["result"], "'7'")
+        os.makedirs(os.path.join(k.tmp.name, "sub"), exist_ok=True)
+        done, out, err = k.exec("%cd sub")
+        self.assertEqual(done["status"], "ok", err)
+        self.assertEqual(plain(k.displays[-1]) if k.displays else None, None)
+        self.assertTrue(k.value("%pwd").endswith("/sub'"))
+        k.exec("%cd ..")
+        done, out, err = k.exec("%%writefile w.py\nprint('from w')\nVALUE = 41\n")
+        self.assertIn("Writing w.py", out)
+        done, out, err = k.exec("%run w.py")
+        self.assertEqual(out, "from w\n")
+        self.assertEqual(k.value("VALUE + 1"), "42")
+        done, out, err = k.exec("%%bash\necho from bash\necho to err >&2")
+        self.assertEqual(done["status"], "ok", err)
+        self.assertEqual(out, "from bash\n")
+        self.assertIn("to err", err)
+        done, out, err = k.exec("%%capture cap\nprint('hidden')\ndisplay('d')")
+        self.assertEqual(out, "")
+        self.assertEqual(k.displays, [])
+        self.assertEqual(k.value("cap.stdout"), "'hidden\\n'")
+        done, out, err = k.exec("%load_ext autoreload\n%autoreload 2")
+        self.assertEqual(done["status"], "ok", err)
+        done, out, err = k.exec("!echo shell $((1+2))\nfiles = !echo a b\nfiles")
+        self.assertEqual(done["status"], "ok", err)
+        self.assertEqual(out, "shell 3\n")
+        self.assertEqual(k.value("_exit_code"), "0")
+        done, out, err = k.exec("%pip list")
+        self.assertEqual(done["status"], "error")
+        self.assertIn("installed by runtimectl", done["error"]["value"])
+        done, out, err = k.exec("%nosuchmagic")
+        self.assertEqual(done["status"], "error")
+        self.assertEqual(done["error"]["name"], "UsageError")
+        # a magic's traceback is shown, as in a notebook, and the state goes on
+        done, out, err = k.exec("%time 1/0")
+        self.assertIn("ZeroDivisionError", err)
+        self.assertEqual(k.value("1 + 1"), "2")
+
+    def test_help(self):
+        done, out, err = self.k.exec("def f(a):\n    'Doc of f.'\n    return a\n")
+        done, out, err = self.k.exec("f?")
+        self.assertEqual(done["status"], "ok", err)
+        self.assertEqual([d["kind"] for d in self.k.displays], ["page"])
+        self.assertIn("Doc of f.", plain(self.k.displays[0]))
+        done, out, err = self.k.exec("f??")
+        self.assertIn("return a", plain(self.k.displays[0]))
+
+    def test_changed_ignores_bookkeeping(self):
+        self.k.exec("x = 5")
+        done, _, _ = self.k.exec("x")
+        self.assertFalse(done["changed"])   # displayed: Out and _ grew, no variable changed
+        done, _, _ = self.k.exec("%who")
+        self.assertTrue(done["changed"])    # a magic is a call
+
+    def test_complete_inspect_is_complete(self):
+        k = self.k
+        k.exec("import os\nmy_variable = 1")
+
+        def ask(req):
+            k.seq += 1
+            req["id"] = "q%d" % k.seq
+            k.send(req)
+            return k.events.wait(lambda ev: ev.get("op") == req["op"] and ev.get("id") == req["id"], 60)[1]
+
+        r = ask({"op": "complete", "code": "my_va", "cursor_pos": 5})
+        self.assertIn("my_variable", r["matches"])
+        self.assertEqual((r["cursor_start"], r["cursor_end"]), (0, 5))
+        r = ask({"op": "complete", "code": "os.pa", "cursor_pos": 5})
+        self.assertIn("os.path", [("os." + m if not m.startswith("os.") else m) for m in r["matches"]]
+                      + r["matches"])
+        r = ask({"op": "inspect", "code": "os.path.join", "cursor_pos": 12, "detail_level": 0})
+        self.assertTrue(r["found"])
+        self.assertIn("Join", plain(r) if "text/plain" in r["data"] else "")
+        r = ask({"op": "inspect", "code": "nope_nothing", "cursor_pos": 3})
+        self.assertFalse(r["found"])
+        self.assertEqual(ask({"op": "is_complete", "code": "x = 1"})["status"], "complete")
+        r = ask({"op": "is_complete", "code": "def f():"})
+        self.assertEqual(r["status"], "incomplete")
+        self.assertEqual(r["indent"], "    ")
+        self.assertEqual(ask({"op": "is_complete", "code": "1 +* 2"})["status"], "invalid")
+
+
+@unittest.skipUnless(HAVE_IPYTHON and HAVE_SCI, "python3-ipython, numpy, pandas, matplotlib needed")
+class TestScientificDisplays(unittest.TestCase):
+    def setUp(self):
+        self.k = Kernel()
+
+    def tearDown(self):
+        self.k.close()
+
+    def test_inline_figures(self):
+        done, out, err = self.k.exec(
+            "%matplotlib inline\nimport matplotlib.pyplot as plt\n"
+            "plt.plot([1, 2])\nprint('before')\nplt.show()\nprint('after')\nplt.figure()\nplt.bar([1], [2])")
+        self.assertEqual(done["status"], "ok", err)
+        ds = [d for d in self.k.displays if d["kind"] == "display_data"]
+        self.assertEqual(len(ds), 2, self.k.displays)
+        for d in ds:
+            self.assertEqual(base64.b64decode(d["data"]["image/png"])[:8], b"\x89PNG\r\n\x1a\n")
+            self.assertTrue(plain(d).startswith("<Figure size"))
+        # plt.show() shows in place: between 'before' and 'after'
+        self.assertEqual(self.k.out_parts[0], "before\n")
+        self.assertTrue(self.k.out_parts[1].startswith("after\n"))
+        self.assertEqual(len(done["outputs"]), 2)       # and still saved as files
+        self.assertEqual(self.k.value("plt.get_fignums()"), "[]")
+
+    def test_dataframe_bundle(self):
+        done, out, err = self.k.exec("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})\ndf")
+        self.assertEqual(done["status"], "ok", err)
+        d = self.k.displays[-1]
+        self.assertEqual(d["kind"], "execute_result")
+        self.assertIn("<table", d["data"]["text/html"])
+        self.assertIn("a", d["data"]["text/plain"])
+
+    def test_in_out_survive_a_snapshot(self):
+        k = self.k
+        k.exec("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})")
+        k.exec("df")
+        k.exec("df.a.sum()")
+        k.exec("unpicklable = (i for i in range(3))")
+        snap = k.snapshot()
+        self.assertTrue(snap["manifest"]["ok"], snap["manifest"])
+        self.assertNotIn("In", snap["manifest"]["kept"])
+        self.assertFalse([n for n in snap["manifest"]["kept"] if "Out" in n])
+        k2 = Kernel(restore=snap["data"], seq=k.seq)
+        try:
+            self.assertEqual(k2.value("Out[2] is df"), "True")    # shared, not a copy
+            self.assertEqual(k2.value("int(Out[3])"), "3")
+            self.assertEqual(k2.value("In[1]"), repr("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})"))
+            # _ was Out[3] before this cell's own result took its place
+            self.assertEqual(k2.value("int(__)"), "3")
+            self.assertEqual(k2.value("_i2"), "'df'")
+            self.assertEqual(k2.value("%who_ls"), "['df', 'pd']")
+        finally:
+            k2.close()
+
+    def test_bookkeeping_is_bounded(self):
+        import runtimectl_ipython as ipy
+        k = self.k
+        big = "x = 1  # " + "y" * 600_000
+        for _ in range(5):
+            k.exec(big)
+        for i in range(ipy.OUT_KEEP + 5):
+            k.exec(str(i))
+        snap = k.snapshot()
+        self.assertTrue(snap["manifest"]["ok"], snap["manifest"])
+        self.assertLess(snap["manifest"]["bytes"], ipy.IN_KEEP_BYTES + (1 << 20))
+        k2 = Kernel(restore=snap["data"], seq=k.seq)
+        try:
+            self.assertEqual(k2.value("len([v for v in Out.values()])"), str(ipy.OUT_KEEP))
+        finally:
+            k2.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
