@@ -51,6 +51,11 @@ type capture struct {
 	done    bool
 	found   chan struct{}
 	deliver func(p []byte) // called from the stream's reader goroutine
+
+	// sync, when set, is the execution's display token: each one in the stream is cut out
+	// and onSync is called (outside mu) before a byte after it is delivered (display.go).
+	sync   []byte
+	onSync func()
 }
 
 func newCapture(nonce string, deliver func([]byte)) *capture {
@@ -58,31 +63,55 @@ func newCapture(nonce string, deliver func([]byte)) *capture {
 }
 
 func (c *capture) feed(p []byte) {
+	for p != nil {
+		p = c.feedPart(p)
+		if p != nil {
+			c.onSync() // a display token was cut out: the display goes first
+		}
+	}
+}
+
+// feedPart delivers p up to the nonce or the first display token; it returns what follows
+// the token (non-nil, maybe empty) when it stopped at one.
+func (c *capture) feedPart(p []byte) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done {
-		return
+		return nil
 	}
 	data := p
 	if len(c.held) > 0 {
 		data = append(c.held, p...)
 		c.held = nil
 	}
-	if i := bytes.Index(data, c.nonce); i >= 0 {
+	i := bytes.Index(data, c.nonce)
+	if len(c.sync) > 0 {
+		if j := bytes.Index(data, c.sync); j >= 0 && (i < 0 || j < i) {
+			if j > 0 {
+				c.deliver(data[:j])
+			}
+			return append([]byte{}, data[j+len(c.sync):]...)
+		}
+	}
+	if i >= 0 {
 		if i > 0 {
 			c.deliver(data[:i])
 		}
 		c.done = true
 		close(c.found)
-		return
+		return nil
 	}
 	k := overlap(data, c.nonce)
+	if len(c.sync) > 0 {
+		k = max(k, overlap(data, c.sync))
+	}
 	if len(data)-k > 0 {
 		c.deliver(data[:len(data)-k])
 	}
 	if k > 0 {
 		c.held = append([]byte(nil), data[len(data)-k:]...)
 	}
+	return nil
 }
 
 // flushHeld delivers what was held back, for an execution that ended without its nonce (the

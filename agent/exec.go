@@ -2,13 +2,13 @@ package agent
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -24,8 +24,9 @@ import (
 // streamOut is one output stream of one execution: what reaches the client (capped) and what
 // the history keeps (head and tail).
 type streamOut struct {
-	lim  limiter
-	keep headTail
+	lim       limiter
+	keep      headTail
+	delivered atomic.Int64 // bytes sent to the client, for the displays' positions
 }
 
 // execution is one exec request from its start record to its Result: its streams and caps,
@@ -43,6 +44,8 @@ type execution struct {
 
 	out, errs      *streamOut
 	capOut, capErr *capture
+	gate           *displayGate
+	disp           *displays
 	res            *execproto.Result
 	recordErrs     []string
 	oomBefore      int64
@@ -87,6 +90,7 @@ func (a *Agent) startExec(ctx context.Context, j *job) *execution {
 		s := &streamOut{keep: headTail{max: a.cfg.HistoryOutput}}
 		s.lim = limiter{limit: maxOut, marker: marker, send: func(p []byte) {
 			s.keep.write(p)
+			s.delivered.Add(int64(len(p)))
 			_ = j.conn.Send(t, j.id, p) // a client that went away does not stop the execution
 		}}
 		return s
@@ -95,6 +99,13 @@ func (a *Agent) startExec(ctx context.Context, j *job) *execution {
 	nonce := newNonce()
 	x.capOut = newCapture(nonce, x.out.lim.write)
 	x.capErr = newCapture(nonce, x.errs.lim.write)
+	sync := newNonce()
+	x.disp = &displays{toClient: j.req.Displays, out: &x.out.delivered, err: &x.errs.delivered, send: func(d execproto.Display) {
+		_ = j.conn.SendJSON(execproto.TypeDisplay, j.id, d)
+	}}
+	x.gate = newDisplayGate(x.disp.emit)
+	x.capOut.sync, x.capOut.onSync = []byte(sync), func() { x.gate.arrive(0) }
+	x.capErr.sync, x.capErr.onSync = []byte(sync), func() { x.gate.arrive(1) }
 	x.k.stdout.set(x.capOut)
 	x.k.stderr.set(x.capErr)
 	x.res = &execproto.Result{Session: a.sessionName(), Seq: x.seq, Outputs: []execproto.Output{}}
@@ -108,18 +119,7 @@ func (a *Agent) startExec(ctx context.Context, j *job) *execution {
 		x.beginInterrupt(execproto.StatusInterrupted)
 	}
 	x.reqID = fmt.Sprintf("x%d", x.seq)
-	req := map[string]any{"op": "exec", "id": x.reqID, "seq": x.seq, "code": x.code, "nonce": nonce}
-	if needsBase64(x.code) {
-		req["code_b64"] = base64.StdEncoding.EncodeToString([]byte(x.code))
-	}
-	if len(j.req.Env) > 0 {
-		// NUL-separated: no value can hold a NUL, and every driver can split on it (bash with
-		// read -d '').
-		req["env_b64"] = base64.StdEncoding.EncodeToString([]byte(strings.Join(j.req.Env, "\x00")))
-	}
-	if j.req.Workdir != "" {
-		req["cwd"] = j.req.Workdir
-	}
+	req := execRequest(x.reqID, x.seq, x.code, nonce, sync, j.req.Env, j.req.Workdir)
 	if err := x.k.send(req); err != nil {
 		x.crash()
 	}
@@ -136,9 +136,11 @@ func (x *execution) kernelEvent(ev kernelEvent, ok bool) {
 	case ev.Op == opInvalid:
 		x.violation = ev.Message
 		x.crash()
-	case ev.Op == "done" && ev.ID == x.reqID:
+	case ev.Op == opDisplay && ev.ID == x.reqID:
+		x.gate.display(ev.N, displayOf(ev))
+	case ev.Op == opDone && ev.ID == x.reqID:
 		x.finishDone(ev)
-	case ev.Op == "error" && (ev.ID == x.reqID || ev.ID == ""):
+	case ev.Op == opError && (ev.ID == x.reqID || ev.ID == ""):
 		x.finishDriverError(ev)
 	}
 }
@@ -240,6 +242,7 @@ func (x *execution) crash() {
 	}
 	x.ended = true
 	a, k, res := x.a, x.k, x.res
+	x.gate.close()                    // no display follows: readers held at a token go on
 	time.Sleep(50 * time.Millisecond) // let the readers take what the pipes still hold
 	x.capOut.flushHeld()
 	x.capErr.flushHeld()
@@ -292,6 +295,7 @@ func (x *execution) complete() {
 	}
 	x.k.stdout.set(nil)
 	x.k.stderr.set(nil)
+	x.gate.close()
 	res.DurationMs = float64(time.Since(x.started).Microseconds()) / 1000
 	res.StdoutTruncated = x.out.lim.dropped
 	res.StderrTruncated = x.errs.lim.dropped
@@ -302,7 +306,7 @@ func (x *execution) complete() {
 		Stdout: stdout, Stderr: stderr,
 		StdoutTruncated: stdoutCut + x.out.lim.dropped, StderrTruncated: stderrCut + x.errs.lim.dropped,
 		Result: res.Result, Error: (*history.Error)(res.Error), Outputs: historyOutputs(res.Outputs),
-		Started: x.started.UTC(), DurationMs: res.DurationMs, State: (*history.State)(res.State),
+		Displays: historyDisplays(x.gate, x.disp), Started: x.started.UTC(), DurationMs: res.DurationMs, State: (*history.State)(res.State),
 	}); err != nil {
 		x.recordErrs = append(x.recordErrs, err.Error())
 	}
@@ -326,6 +330,20 @@ func (x *execution) complete() {
 	a.ensureReserve()
 	a.kickDisk()
 	a.end(x.j)
+}
+
+// historyDisplays returns the displays of an execution as the history keeps them (capped).
+func historyDisplays(g *displayGate, ds *displays) []history.Display {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(ds.kept) == 0 {
+		return nil
+	}
+	out := make([]history.Display, len(ds.kept))
+	for i, d := range ds.kept {
+		out[i] = history.Display(d)
+	}
+	return history.CapDisplays(out)
 }
 
 // historyOutputs returns the rich outputs of a result as the history records them: the path,

@@ -18,7 +18,7 @@ import (
 
 // kernelEvent is one JSON line that a driver writes on fd 4 (see docs/kernel-protocol.md).
 type kernelEvent struct {
-	Op       string              `json:"op"`
+	Op       driverOp            `json:"op"`
 	ID       string              `json:"id"`
 	PID      int                 `json:"pid"`
 	Status   contract.Status     `json:"status"`
@@ -31,12 +31,15 @@ type kernelEvent struct {
 	Copies   []execproto.Skipped `json:"copies"`
 	Info     map[string]string   `json:"info"`
 	Message  string              `json:"message"`
-	raw      []byte
+	// display events
+	N         int                        `json:"n"`
+	Kind      execproto.DisplayKind      `json:"kind"`
+	Data      map[string]json.RawMessage `json:"data"`
+	Metadata  json.RawMessage            `json:"metadata"`
+	DisplayID string                     `json:"display_id"`
+	Wait      bool                       `json:"wait"`
+	raw       []byte
 }
-
-// opInvalid is the op of the event that stands for a line a driver wrote that is not a JSON
-// object: a protocol violation.
-const opInvalid = "invalid"
 
 // execError returns the error of a done event: what the code raised, or nil.
 func (ev *kernelEvent) execError() *execproto.Error {
@@ -182,7 +185,7 @@ func startKernel(cfg Config, restore *os.File, readyTimeout time.Duration) (*ker
 				<-k.exited
 				return nil, fmt.Errorf("kernel exited while starting: %s", k.exitText())
 			}
-			if ev.Op == "ready" {
+			if ev.Op == opReady {
 				k.ready = ev
 				return k, nil
 			}
@@ -232,12 +235,12 @@ func (k *kernel) readEvents(r *os.File) {
 }
 
 // send writes one request line on the kernel's fd 3.
-func (k *kernel) send(req map[string]any) error {
-	b, err := json.Marshal(req)
+func (k *kernel) send(req driverRequest) error {
+	b, err := encodeRequest(req)
 	if err != nil {
 		return err
 	}
-	_, err = k.ctrl.Write(append(b, '\n'))
+	_, err = k.ctrl.Write(b)
 	return err
 }
 

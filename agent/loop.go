@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -164,7 +165,7 @@ func (a *Agent) onKernelEvent(ev kernelEvent, ok bool) {
 	if !ok {
 		a.k.closedAt = time.Now()
 	}
-	if ok && ev.Op == "snapshot_started" {
+	if ok && ev.Op == opSnapshotStarted {
 		if a.sched.inflight != nil {
 			a.sched.inflight.pid = ev.PID
 		}
@@ -228,8 +229,8 @@ func (a *Agent) begin(ctx context.Context, j *job) {
 		a.drain(j)
 	case execproto.OpRestore:
 		a.restoreTo(j)
-	case execproto.OpVars:
-		a.vars(j)
+	case execproto.OpVars, execproto.OpComplete, execproto.OpInspect, execproto.OpIsComplete:
+		a.query(j)
 	default:
 		_ = j.conn.SendError(j.id, "bad_request", fmt.Sprintf("unknown operation %q", j.req.Op))
 		a.end(j)
@@ -285,7 +286,7 @@ func (a *Agent) startSnapshot(seq int64) *inflight {
 
 // startSnapshotID asks the kernel for a snapshot named id of the state after execution seq.
 func (a *Agent) startSnapshotID(seq int64, id string) *inflight {
-	if err := a.k.send(map[string]any{"op": "snapshot", "id": id}); err != nil {
+	if err := a.k.send(driverRequest{Op: opSnapshot, ID: id}); err != nil {
 		return nil
 	}
 	s := a.sched.start(id, seq)
@@ -459,10 +460,12 @@ func (a *Agent) checkSnapshot(id string) error {
 	return nil
 }
 
-// listing is a variables request waiting for the kernel's answer.
+// listing is a request that the interpreter answers (variables, complete, inspect,
+// is_complete) waiting for its answer, which is passed on as the reply.
 type listing struct {
 	a       *Agent
 	j       *job
+	op      driverOp
 	id      string
 	timer   *time.Timer
 	expired <-chan struct{}
@@ -471,15 +474,21 @@ type listing struct {
 // listTimeout bounds the kernel's answer to a variables request (a variable for the tests).
 var listTimeout = 30 * time.Second
 
-func (a *Agent) vars(j *job) {
+// query asks the interpreter what j asks (vars, complete, inspect, is_complete).
+func (a *Agent) query(j *job) {
+	op := driverOp(j.req.Op)
 	id := "v" + newNonce()[:8]
-	if err := a.k.send(map[string]any{"op": "vars", "id": id}); err != nil {
+	req := driverRequest{Op: opVars, ID: id}
+	if op != opVars {
+		req = queryRequest(op, id, j.req.Code, j.req.CursorPos, j.req.DetailLevel)
+	}
+	if err := a.k.send(req); err != nil {
 		_ = j.conn.SendError(j.id, "internal", "the interpreter is not running")
 		a.end(j)
 		return
 	}
 	expired := make(chan struct{})
-	l := &listing{a: a, j: j, id: id, expired: expired}
+	l := &listing{a: a, j: j, op: op, id: id, expired: expired}
 	l.timer = time.AfterFunc(listTimeout, func() { close(expired) })
 	a.listing = l
 }
@@ -488,13 +497,31 @@ func (l *listing) kernelEvent(ev kernelEvent, ok bool) {
 	switch {
 	case !ok:
 		l.fail("the interpreter ended while listing variables")
-	case ev.Op == "vars" && ev.ID == l.id:
+	case ev.Op == l.op && ev.ID == l.id:
 		l.timer.Stop()
 		_ = l.j.conn.Send(execproto.TypeReply, l.j.id, ev.raw)
 		l.a.end(l.j)
-	case ev.Op == "error" && (ev.ID == l.id || ev.ID == "") || ev.Op == opInvalid:
+	case ev.Op == opError && ev.ID == l.id && l.op != opVars:
+		// A driver without the request (bash, node, Python without IPython): the neutral
+		// answer, so that a notebook front end never sees an error for it.
+		l.timer.Stop()
+		_ = l.j.conn.SendJSON(execproto.TypeReply, l.j.id, neutralReply(l.op, l.j.req))
+		l.a.end(l.j)
+	case ev.Op == opError && (ev.ID == l.id || ev.ID == "") || ev.Op == opInvalid:
 		l.fail("the interpreter could not list its variables: " + ev.errorText())
 	}
+}
+
+// neutralReply answers a complete, inspect or is_complete request that the driver cannot.
+func neutralReply(op driverOp, req execproto.Request) any {
+	switch op {
+	case opComplete:
+		pos := req.CursorPos
+		return execproto.CompleteReply{Matches: []string{}, CursorStart: pos, CursorEnd: pos, Metadata: json.RawMessage("{}")}
+	case opInspect:
+		return execproto.InspectReply{Data: map[string]json.RawMessage{}, Metadata: json.RawMessage("{}")}
+	}
+	return execproto.IsCompleteReply{Status: "unknown"}
 }
 
 func (l *listing) fail(msg string) {

@@ -93,7 +93,8 @@ func (a *Agent) serveConn(c io.ReadWriteCloser) {
 			case execproto.OpInterrupt:
 				ok := a.Interrupt()
 				_ = sc.SendJSON(execproto.TypeReply, f.ID, map[string]bool{"interrupted": ok})
-			case execproto.OpExec, execproto.OpSnapshot, execproto.OpDrain, execproto.OpRestore, execproto.OpVars:
+			case execproto.OpExec, execproto.OpSnapshot, execproto.OpDrain, execproto.OpRestore, execproto.OpVars,
+				execproto.OpComplete, execproto.OpInspect, execproto.OpIsComplete:
 				j := &job{req: req, conn: sc, id: f.ID, interrupt: make(chan struct{})}
 				j.finished = func() {
 					mu.Lock()

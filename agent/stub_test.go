@@ -88,7 +88,7 @@ func stubKernel() {
 			return
 		}
 		var req struct {
-			Op, ID, Code, Nonce string
+			Op, ID, Code, Nonce, Sync string
 		}
 		if json.Unmarshal(line, &req) != nil {
 			emit(map[string]any{"op": "error", "id": nil, "error": "malformed request"})
@@ -156,6 +156,25 @@ func stubKernel() {
 				errv = map[string]string{"name": "KeyboardInterrupt", "value": "", "traceback": ""}
 			case "hang":
 				select {}
+			case "display":
+				// a, display 1 (tokens first, as drivers do), b, display 2 (its event before its
+				// tokens: the gate holds it), c on stdout; x on stderr between the two
+				show := func(n int, text string) {
+					emit(map[string]any{"op": "display", "id": req.ID, "n": n, "kind": "display_data",
+						"data": map[string]any{"text/plain": text, "image/png": "iVBORw0KGgo="}, "metadata": map[string]any{}})
+				}
+				fmt.Print("a")
+				_, _ = os.Stdout.WriteString(req.Sync)
+				_, _ = os.Stderr.WriteString(req.Sync)
+				show(1, "one")
+				fmt.Print("b")
+				fmt.Fprint(os.Stderr, "x")
+				show(2, "two")
+				time.Sleep(20 * time.Millisecond)
+				_, _ = os.Stdout.WriteString(req.Sync)
+				_, _ = os.Stderr.WriteString(req.Sync)
+				fmt.Print("c")
+				changed = false
 			case "fill":
 				_ = os.WriteFile("fill", make([]byte, 2<<20), 0o644)
 			case "free":

@@ -243,3 +243,16 @@ func DecodeSettings(raw string) (Settings, error) {
 	}
 	return s, nil
 }
+
+// DisplayKind says what a rich output of an execution is, in Jupyter's words.
+type DisplayKind string
+
+// The kinds of displays. DisplayPage is IPython's pager (obj?, obj??), which Jupyter sends as
+// an execute_reply payload rather than an output.
+const (
+	DisplayData   DisplayKind = "display_data"
+	DisplayResult DisplayKind = "execute_result"
+	DisplayUpdate DisplayKind = "update_display_data"
+	DisplayClear  DisplayKind = "clear_output"
+	DisplayPage   DisplayKind = "page"
+)

@@ -39,12 +39,15 @@ func (e *RemoteError) Is(target error) bool {
 	return target == ErrBusy && e.Code == "busy" || target == ErrDiskCap && e.Code == contract.DiskCapCode
 }
 
-// Handlers receive an execution's events while it runs. Each may be nil. They are called from
+// Handlers receive an execution's events while it runs. Each may be nil; a Display handler
+// asks the agent for the execution's displays (Request.Displays), which also land in
+// Result.Displays. They are called from
 // the goroutine that called Exec, one at a time and in order; a slow handler slows the stream.
 type Handlers struct {
-	Stdout func(p []byte)
-	Stderr func(p []byte)
-	Notice func(msg string)
+	Stdout  func(p []byte)
+	Stderr  func(p []byte)
+	Notice  func(msg string)
+	Display func(d Display)
 }
 
 // Client is the controller's end of a connection. It is safe for concurrent use: calls are
@@ -238,14 +241,26 @@ func (c *Client) sendRequest(id uint32, req Request) error {
 // lands in the history either way.
 func (c *Client) Exec(ctx context.Context, req Request, h Handlers, detach <-chan struct{}) (*Result, error) {
 	req.Op = OpExec
+	if h.Display != nil {
+		req.Displays = true
+	}
 	id, ch := c.register()
 	defer c.unregister(id)
 	if err := c.sendRequest(id, req); err != nil {
 		return nil, err
 	}
+	var displays []Display
 	// handle passes one frame on; final is true for the frame that ends the execution.
 	handle := func(f Frame) (res *Result, final bool, err error) {
 		switch f.Type {
+		case TypeDisplay:
+			var d Display
+			if json.Unmarshal(f.Payload, &d) == nil {
+				displays = append(displays, d)
+				if h.Display != nil {
+					h.Display(d)
+				}
+			}
 		case TypeStdout:
 			if h.Stdout != nil {
 				h.Stdout(f.Payload)
@@ -264,6 +279,7 @@ func (c *Client) Exec(ctx context.Context, req Request, h Handlers, detach <-cha
 			if err := json.Unmarshal(f.Payload, &res); err != nil {
 				return nil, true, fmt.Errorf("decode result: %w", err)
 			}
+			res.Displays = displays
 			return &res, true, nil
 		case TypeError:
 			return nil, true, decodeRemoteError(OpExec, f.Payload)

@@ -55,11 +55,13 @@ func (t Type) String() string {
 		return "interrupt"
 	case TypeNotice:
 		return "notice"
+	case TypeDisplay:
+		return "display"
 	}
 	return fmt.Sprintf("type(%d)", byte(t))
 }
 
-func (t Type) valid() bool { return t >= TypeHello && t <= TypeNotice }
+func (t Type) valid() bool { return t >= TypeHello && t <= TypeDisplay }
 
 // Frame is one unit on the wire.
 type Frame struct {

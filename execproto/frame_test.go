@@ -100,7 +100,7 @@ func TestReadFrameErrors(t *testing.T) {
 		{"header only", whole[:HeaderSize], io.ErrUnexpectedEOF, "read stdout frame"},
 		{"torn payload", whole[:len(whole)-1], io.ErrUnexpectedEOF, "read stdout frame"},
 		{"type zero", header(0, 0, 1), ErrBadFrame, "unknown type 0"},
-		{"type past the last", header(0, byte(TypeNotice)+1, 1), ErrBadFrame, "unknown type 10"},
+		{"type past the last", header(0, byte(TypeDisplay)+1, 1), ErrBadFrame, "unknown type 11"},
 		{"type 255", header(0, 255, 1), ErrBadFrame, "unknown type 255"},
 		{"one byte over max", header(MaxPayload+1, byte(TypeStdout), 1), ErrFrameTooLarge, "16777217 bytes"},
 		{"length 4 GiB", header(^uint32(0), byte(TypeResult), 1), ErrFrameTooLarge, "read result frame"},

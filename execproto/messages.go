@@ -86,6 +86,9 @@ type Request struct {
 	MaxOutput int64  `json:"max_output,omitempty"` // bytes per stream delivered; 0: the agent's default
 	// IgnoreDiskCap runs the code even when the workspace is past its disk cap (to free space).
 	IgnoreDiskCap bool `json:"ignore_disk_cap,omitempty"`
+	// Displays asks for the execution's Display frames (a client that does not know them
+	// leaves it false and gets none; the history records them either way).
+	Displays bool `json:"displays,omitempty"`
 	// Env (KEY=VALUE) and Workdir hold for this execution only: set before the code runs, put
 	// back after it (Workdir relative to the workspace, or absolute; it must exist).
 	Env     []string `json:"env,omitempty"`
@@ -96,6 +99,10 @@ type Request struct {
 	Note string `json:"note,omitempty"`
 	// Claim: the session the member becomes
 	Name string `json:"name,omitempty"`
+	// Complete, Inspect (Code too): the cursor in Unicode code points, as Jupyter counts it,
+	// and Inspect's detail level (0 or 1).
+	CursorPos   int `json:"cursor_pos,omitempty"`
+	DetailLevel int `json:"detail_level,omitempty"`
 }
 
 // ClaimReply answers the claim that took a pool member.
@@ -116,6 +123,9 @@ type Result struct {
 	Error      *Error          `json:"error"`
 	DurationMs float64         `json:"duration_ms"`
 	Outputs    []Output        `json:"outputs"`
+	// Displays are the execution's rich outputs in order (filled by the client from the
+	// Display frames, like Stdout and Stderr).
+	Displays []Display `json:"displays,omitempty"`
 	// State says what became of the interpreter's state: the snapshot taken, pending or
 	// failed, and after a crash the execution it was brought back to.
 	State *State `json:"state,omitempty"`

@@ -115,6 +115,7 @@ func (m *merger) apply(r Record, lineNo int) {
 		e.exec.Result = r.Result
 		e.exec.Error = r.Error
 		e.exec.Outputs = r.Outputs
+		e.exec.Displays = r.Displays
 		e.exec.DurationMs = r.DurationMs
 		if r.State != nil {
 			e.exec.State = r.State

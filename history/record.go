@@ -106,6 +106,7 @@ type Record struct {
 	Result     *string   `json:"result,omitempty"`      // repr of a final expression (Python)
 	Error      *Error    `json:"error,omitempty"`       // what was raised, or the failing status
 	Outputs    []Output  `json:"outputs,omitempty"`     // rich outputs (figures, HTML)
+	Displays   []Display `json:"displays,omitempty"`    // displays in order (IPython), capped
 	Started    time.Time `json:"started,omitzero"`      // when the execution began
 	DurationMs float64   `json:"duration_ms,omitempty"` // how long it ran
 
@@ -125,6 +126,7 @@ type Execution struct {
 	Result     *string   `json:"result"`  // null when there is none
 	Error      *Error    `json:"error"`   // null when there is none
 	Outputs    []Output  `json:"outputs"` // never nil: [] in JSON
+	Displays   []Display `json:"displays,omitempty"`
 	Started    time.Time `json:"started"`
 	DurationMs float64   `json:"duration_ms"`
 	State      *State    `json:"state,omitempty"` // from the end record, replaced by later state records
