@@ -18,6 +18,7 @@ import (
 
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/execproto"
+	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -191,6 +192,7 @@ func execRun(ctx context.Context, o *ExecOptions) error {
 		OnNotice: func(m string) { fmt.Fprintln(errw, "runtimectl: "+m) }}
 	if !o.JSON {
 		eo.Stdout, eo.Stderr = o.F.IO.Out, errw
+		eo.OnDisplay = func(d history.Display) { printDisplay(o.F.IO.Out, d) }
 	}
 	res, err := s.Exec(execCtx, o.Code, eo)
 	if err != nil {
@@ -224,6 +226,18 @@ func execRun(ctx context.Context, o *ExecOptions) error {
 		reportOutcome(errw, res)
 	}
 	return statusExit(res.Status)
+}
+
+// printDisplay shows a display at a terminal as IPython's terminal does: its text/plain, in
+// its place in the output (the final value is the result, printed at the end; a figure's file
+// is said on stderr with the outputs).
+func printDisplay(w io.Writer, d history.Display) {
+	switch d.Kind {
+	case contract.DisplayData, contract.DisplayUpdate, contract.DisplayPage:
+		if t := d.Text(); t != "" {
+			fmt.Fprintln(w, strings.TrimRight(t, "\n"))
+		}
+	}
 }
 
 // termGrace is how long SIGTERM leaves the code to answer its interrupt.

@@ -180,18 +180,24 @@ func cellFor(id string, e Execution, o ipynbOptions) nbCell {
 			stderr = stderr[:i] + stderr[i+len(e.Error.Traceback):]
 		}
 	}
-	if e.Stdout != "" {
-		c.Outputs = append(c.Outputs, nbStream{OutputType: "stream", Name: "stdout", Text: splitLines(e.Stdout)})
-	}
-	if stderr != "" {
-		c.Outputs = append(c.Outputs, nbStream{OutputType: "stream", Name: "stderr", Text: splitLines(stderr)})
-	}
-	for _, out := range e.Outputs {
-		if d, ok := richOutput(out, o.load); ok {
-			c.Outputs = append(c.Outputs, d)
+	if len(e.Displays) > 0 {
+		// The displays carry the rich outputs and the final value, in the run's order among
+		// the streams (the files of e.Outputs are the same figures).
+		c.Outputs = displayOutputs(e.Stdout, stderr, e.Displays, count)
+	} else {
+		if e.Stdout != "" {
+			c.Outputs = append(c.Outputs, nbStream{OutputType: "stream", Name: "stdout", Text: splitLines(e.Stdout)})
+		}
+		if stderr != "" {
+			c.Outputs = append(c.Outputs, nbStream{OutputType: "stream", Name: "stderr", Text: splitLines(stderr)})
+		}
+		for _, out := range e.Outputs {
+			if d, ok := richOutput(out, o.load); ok {
+				c.Outputs = append(c.Outputs, d)
+			}
 		}
 	}
-	if e.Result != nil {
+	if e.Result != nil && len(e.Displays) == 0 {
 		c.Outputs = append(c.Outputs, nbData{
 			OutputType:     "execute_result",
 			ExecutionCount: &count,

@@ -46,9 +46,11 @@ type execReply struct {
 
 // Event is one line of an execution's NDJSON stream.
 type Event struct {
-	Event   string `json:"event"` // stdout, stderr, notice, output, end, fail
+	Event   string `json:"event"` // stdout, stderr, notice, display, output, end, fail
 	Data    string `json:"data,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Display is a display event's display (the objects of the result's "displays").
+	Display *history.Display `json:"display,omitempty"`
 }
 
 // NDJSON is the media type of a streamed execution.
@@ -183,6 +185,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, tok Token) {
 		eo.Stdout = writerFunc(func(p []byte) { sw.chunk("stdout", p) })
 		eo.Stderr = writerFunc(func(p []byte) { sw.chunk("stderr", p) })
 		eo.OnNotice = func(m string) { sw.write(Event{Event: "notice", Message: m}) }
+		eo.OnDisplay = func(d history.Display) {
+			sw.flushCarry() // what came before the display is whole: the driver flushed it
+			sw.write(Event{Event: "display", Display: &d})
+		}
 	} else {
 		eo.Stdout = writerFunc(func(p []byte) { sw.bytes("stdout", len(p)) })
 		eo.Stderr = writerFunc(func(p []byte) { sw.bytes("stderr", len(p)) })

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"iter"
+
+	"github.com/runtimectl/runtimectl/history"
 )
 
 // EventKind says what an Event carries.
@@ -15,15 +17,18 @@ const (
 	EventStdout EventKind = "stdout"
 	EventStderr EventKind = "stderr"
 	EventNotice EventKind = "notice"
-	EventResult EventKind = "result"
+	// EventDisplay is a rich output (Python: display(), a figure, the final value).
+	EventDisplay EventKind = "display"
+	EventResult  EventKind = "result"
 )
 
 // Event is one thing an execution produced.
 type Event struct {
-	Kind   EventKind
-	Data   []byte  // stdout, stderr: the bytes as written
-	Notice string  // notice: what the runtime says about the session
-	Result *Result // result: the execution's end (the last event)
+	Kind    EventKind
+	Data    []byte           // stdout, stderr: the bytes as written
+	Notice  string           // notice: what the runtime says about the session
+	Display *history.Display // display: the display, in its place among the output
+	Result  *Result          // result: the execution's end (the last event)
 }
 
 // Events runs code and returns its events as an iterator, for programs that consume an
@@ -49,6 +54,13 @@ func (s *Session) Events(ctx context.Context, code string, o ExecOptions) iter.S
 				}
 				send(Event{Kind: kind, Data: append([]byte(nil), p...)})
 			})
+		}
+		onDisplay := o.OnDisplay
+		o.OnDisplay = func(d history.Display) {
+			if onDisplay != nil {
+				onDisplay(d)
+			}
+			send(Event{Kind: EventDisplay, Display: &d})
 		}
 		onNotice := o.OnNotice
 		o.Stdout, o.Stderr = wrap(o.Stdout, EventStdout), wrap(o.Stderr, EventStderr)

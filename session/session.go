@@ -27,6 +27,11 @@ type Result struct {
 	Error      *history.Error   `json:"error"`
 	DurationMs float64          `json:"duration_ms"`
 	Outputs    []history.Output `json:"outputs"`
+	// Displays are the execution's rich outputs in order, Jupyter's display_data,
+	// execute_result, update_display_data, clear_output and page (Python sessions: display(),
+	// figures, the final expression's value); never nil. Each says where it came among the
+	// output (StdoutPos, StderrPos: offsets into Stdout and Stderr).
+	Displays []history.Display `json:"displays"`
 	// State says what became of the interpreter's state: the snapshot taken, pending or
 	// failed, and after a crash the execution it was brought back to.
 	State *history.State `json:"state,omitempty"`
@@ -53,6 +58,10 @@ func newResult(session string, w *execproto.Result, stdout, stderr []byte, resto
 	}
 	for _, o := range w.Outputs {
 		r.Outputs = append(r.Outputs, history.Output(o))
+	}
+	r.Displays = make([]history.Display, 0, len(w.Displays))
+	for _, d := range w.Displays {
+		r.Displays = append(r.Displays, history.Display(d))
 	}
 	if r.Restored == nil {
 		r.Restored = restored
@@ -262,6 +271,9 @@ type ExecOptions struct {
 	OnError  func(e history.Error)
 	// OnNotice receives things the runtime says about the session (a restart, a restore).
 	OnNotice func(string)
+	// OnDisplay receives each display as it is produced, in its place among the output
+	// (called from the goroutine that writes Stdout and Stderr).
+	OnDisplay func(history.Display)
 	// Detach, when closed, stops waiting for the result; the execution goes on in the session.
 	Detach <-chan struct{}
 }
@@ -315,6 +327,11 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 		Stdout: collect(&stdout, o.Stdout, o.StreamOnly),
 		Stderr: collect(&stderr, o.Stderr, o.StreamOnly),
 		Notice: o.OnNotice,
+		Display: func(d execproto.Display) {
+			if o.OnDisplay != nil {
+				o.OnDisplay(history.Display(d))
+			}
+		},
 	}
 	if s.lang == "python" || s.lang == "" {
 		// `%pip install` and `!pip install` lines: done by the installer first (the session has
