@@ -199,7 +199,8 @@ func startKernel(cfg Config, restore *os.File, readyTimeout time.Duration) (*ker
 func kernelEnv(cfg Config) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "RUNTIMECTL_") || strings.HasPrefix(kv, "HOME=") {
+		// RUNTIMECTL_IPYTHON=0 (a session's --env) is the driver's: plain Python, no IPython.
+		if strings.HasPrefix(kv, "RUNTIMECTL_") && !strings.HasPrefix(kv, "RUNTIMECTL_IPYTHON=") || strings.HasPrefix(kv, "HOME=") {
 			continue
 		}
 		env = append(env, kv)

@@ -595,6 +595,10 @@ class Kernel:
     def _build_shell(self):
         """IPython's shell on the namespace; without python3-ipython the driver still runs
         plain Python (`!cmd` lines through _shell_lines, no magics, no displays)."""
+        if os.environ.get("RUNTIMECTL_IPYTHON") == "0":      # the session asked for plain Python
+            return
+        # IPython's own files (profile, caches) outside the workspace, which HOME is.
+        os.environ.setdefault("IPYTHONDIR", "/tmp/.ipython")
         try:
             import importlib.util
             if importlib.util.find_spec("IPython") is None:

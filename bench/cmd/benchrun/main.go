@@ -21,7 +21,7 @@ import (
 	"github.com/runtimectl/runtimectl/session"
 )
 
-var phases = []string{"exec", "python", "exprs", "cli", "cold", "tcsession", "snapshot-array", "snapshot-df", "snapshot-array-cpus2", "snapshot-df-cpus2", "neighbours", "restore", "stdout", "memory", "many", "pool", "bash", "density", "throughput", "kube"}
+var phases = []string{"exec", "python", "exprs", "cli", "cold", "tcsession", "snapshot-array", "snapshot-df", "snapshot-array-cpus2", "snapshot-df-cpus2", "neighbours", "restore", "stdout", "memory", "many", "pool", "bash", "ipython", "density", "throughput", "kube"}
 
 func main() {
 	out := flag.String("out", "bench/results.json", "write the results here")
@@ -104,6 +104,7 @@ func run(out, only string, scale float64, many int, rt, kubeconfig string, level
 		"many":                 func(ctx context.Context) error { return r.Many(ctx, many) },
 		"tcsession":            r.TCSession,
 		"bash":                 r.BashRoundTrip,
+		"ipython":              r.IPython,
 		"pool":                 func(ctx context.Context) error { return r.Pool(ctx, many) },
 		"kube":                 func(ctx context.Context) error { return r.Kube(ctx, kubeconfig) },
 		"density":              func(ctx context.Context) error { return r.Density(ctx, levels) },
