@@ -252,12 +252,12 @@ func (r *Runner) ColdStart(ctx context.Context) error {
 	return nil
 }
 
-// startToFirstResult times Client.Start of a new session to the result of Exec("x = 1"), then
-// removes the session (not timed).
-func (r *Runner) startToFirstResult(ctx context.Context, what string) (float64, error) {
+// startToFirstResult times Client.Start of a new session (with env, if any) to the result of
+// Exec("x = 1"), then removes the session (not timed).
+func (r *Runner) startToFirstResult(ctx context.Context, what string, env ...string) (float64, error) {
 	name := r.sessionName(what)
 	t := time.Now()
-	s, err := r.start(ctx, session.Spec{Name: name})
+	s, err := r.start(ctx, session.Spec{Name: name, Env: env})
 	if err != nil {
 		return 0, err
 	}

@@ -62,21 +62,7 @@ func (r *Runner) IPython(ctx context.Context) error {
 	r.R.Compare("ipython_rtt.ipython", "ipython_rtt.plain", Target{})
 	r.R.Compare("ipython_expr_rtt.ipython", "ipython_expr_rtt.plain", Target{})
 
-	cold := func(what string, env []string) (float64, error) {
-		name := r.sessionName(what)
-		t := time.Now()
-		s, err := r.start(ctx, session.Spec{Name: name, Env: env})
-		if err != nil {
-			return 0, err
-		}
-		_, err = execOK(ctx, s, "x = 1", session.ExecOptions{})
-		d := time.Since(t)
-		s.Close()
-		if rerr := r.remove(ctx, name); rerr != nil && err == nil {
-			err = rerr
-		}
-		return secs(d), err
-	}
+	cold := func(what string, env []string) (float64, error) { return r.startToFirstResult(ctx, what, env...) }
 	for i, n := 0, r.n(6, 3); i < n; i++ {
 		v, err := cold("ipy-cold", nil)
 		if err != nil {
