@@ -546,6 +546,8 @@ class Kernel:
         self.sync = b""         # its sync token (docs/kernel-protocol.md, display)
         self.displays = 0       # displays sent in it
         self.in_exec = False
+        self.masked = False     # a display is being written: SIGINT waits (see _on_sigint)
+        self.pending_sigint = False
         self.figures = []       # outputs saved from its displays
 
     # ----------------------------------------------------------------- setup
@@ -638,15 +640,22 @@ class Kernel:
                 self.result_data = ev.get("data")
         self.displays += 1
         ev["op"], ev["id"], ev["n"] = "display", self.rid, self.displays
-        body = _ipy.cap_display(ev)
-        self.flush_all()
-        if self.sync:
-            try:
-                _write_all(1, self.sync)
-                _write_all(2, self.sync)
-            except OSError:
-                pass
-        _write_all(EVT_FD, (body + "\n").encode())
+        body = (_ipy.cap_display(ev) + "\n").encode()
+        self.masked = True
+        try:
+            self.flush_all()
+            if self.sync:
+                try:
+                    _write_all(1, self.sync)
+                    _write_all(2, self.sync)
+                except OSError:
+                    pass
+            _write_all(EVT_FD, body)
+        finally:
+            self.masked = False
+            if self.pending_sigint:
+                self.pending_sigint = False
+                raise KeyboardInterrupt
 
     def _save_png(self, ev):
         """A figure (any image/png display) is also a file in the outputs folder, as before
@@ -683,7 +692,11 @@ class Kernel:
 
     def _on_sigint(self, signum, frame):
         # Only user code gets a KeyboardInterrupt; between executions SIGINT is harmless.
-        if self.executing:
+        # While a display is being written it waits for the end of the write (a torn event
+        # line would break the protocol).
+        if self.masked:
+            self.pending_sigint = self.executing
+        elif self.executing:
             raise KeyboardInterrupt
 
     def call_user(self, fn, *args, **kwargs):

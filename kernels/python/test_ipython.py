@@ -168,6 +168,19 @@ class TestDisplays(unittest.TestCase):
         done, _, _ = self.k.exec("%who")
         self.assertTrue(done["changed"])    # a magic is a call
 
+    def test_interrupt_while_displaying(self):
+        import time
+        k = self.k
+        rid, nonce = k.start_exec("import numpy as np\nbig = 'x' * 300000\nwhile True:\n    display(big)")
+        time.sleep(1.5)
+        k.interrupt()
+        done, out, err = k.finish_exec(rid, nonce)
+        self.assertEqual(done["status"], "interrupted", err)
+        self.assertGreater(len(k.displays), 0)
+        for d in k.displays:
+            self.assertEqual(len(plain(d)), 300002)     # every event whole
+        self.assertEqual(k.value("1 + 1"), "2")
+
     def test_complete_inspect_is_complete(self):
         k = self.k
         k.exec("import os\nmy_variable = 1")
