@@ -136,13 +136,23 @@ def texts(output):
 
 
 def merged(outputs):
-    """Consecutive stream outputs of one name are one (nbconvert merges them too, mostly)."""
-    out = []
+    """A run of stream outputs is one per name, stdout first: ipykernel buffers its streams and
+    flushes stdout before stderr, so their order within a cell is its own, not the code's."""
+    out, run = [], {}
+
+    def end_run():
+        for name in ("stdout", "stderr"):
+            if name in run:
+                out.append({"output_type": "stream", "name": name, "text": run[name]})
+        run.clear()
+
     for o in outputs:
-        if o["output_type"] == "stream" and out and out[-1]["output_type"] == "stream" and out[-1]["name"] == o["name"]:
-            out[-1] = dict(out[-1], text=out[-1]["text"] + o["text"])
+        if o["output_type"] == "stream":
+            run[o["name"]] = run.get(o["name"], "") + o["text"]
         else:
+            end_run()
             out.append(dict(o))
+    end_run()
     return out
 
 
