@@ -113,7 +113,7 @@ func TestKernelNotebooksMatchIpykernel(t *testing.T) {
 	c := testenv.Client(t)
 	py := jupyterPython(t, "nbclient", "nbconvert", "ipykernel", "pandas", "matplotlib")
 	env := kernelEnv(t)
-	notebooks := []string{"basics", "pandas", "figure", "pandas+stop"}
+	notebooks := []string{"basics", "pandas", "pandas+stop"} // display, magics, figure: with the IPython session (issue 23 part 1)
 	names := kernelSessions(t, c, len(notebooks))
 	env = append(env, "KERNEL=runtimectl-python", "SESSIONS="+strings.Join(names, ","), "RUNTIMECTL="+binary)
 	out := runPython(t, env, py, append([]string{"testdata/kernel/notebooks.py", t.TempDir()}, notebooks...)...)

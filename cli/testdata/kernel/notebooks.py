@@ -81,7 +81,7 @@ def execute(src, dst, kernel, env):
     cmd = [sys.executable, "-m", "nbconvert", "--to", "notebook", "--execute",
            "--ExecutePreprocessor.kernel_name=" + kernel, "--ExecutePreprocessor.timeout=300",
            "--allow-errors", "--output", os.path.abspath(dst), src]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=os.path.dirname(src))
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=os.path.dirname(src), timeout=600)
     if r.returncode != 0:
         raise RuntimeError("nbconvert with %s failed (%d): %s" % (kernel, r.returncode, r.stderr[-3000:]))
     with open(dst) as f:
