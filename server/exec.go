@@ -139,7 +139,7 @@ func (sw *streamWriter) flushCarry() {
 func (s *Server) exec(w http.ResponseWriter, r *http.Request, tok Token) {
 	name := r.PathValue("name")
 	var req execRequest
-	if !s.readJSON(w, r, &req) {
+	if !s.readJSONRule(w, r, &req, bodyRequired) {
 		return
 	}
 	ctx := r.Context()

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -287,23 +286,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
-}
-
-// readJSON decodes a request body of at most MaxBody bytes into v; an empty body leaves v.
-func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes; send less (large files go through PUT .../files/PATH)", s.cfg.MaxBody))
-			return false
-		}
-		writeError(w, http.StatusBadRequest, "invalid", "request body: "+err.Error()+"; see /openapi.json for the fields")
-		return false
-	}
-	return true
 }
 
 // checkOwner returns the session's recorded owner after checking that tok may see it: another
