@@ -82,6 +82,9 @@ certificates signed by that CA) or --insecure. The API is at /openapi.json, metr
 	fl.Var(sizeValue{&o.Limits.MaxBody}, "max-body", "cap on a JSON request (default 16m)")
 	fl.Var(sizeValue{&o.Limits.MaxUpload}, "max-upload", "cap on a file or tar sent to a session (default 256m)")
 	fl.Var(sizeValue{&o.Limits.MaxDownload}, "max-download", "cap on what a read of files sends (default 256m)")
+	fl.Var(sizeValue{&o.Limits.MaxOutput}, "max-output", "ceiling on an execution's max_output, per stream (default 16m); a request for more is refused (403)")
+	fl.Var(sizeValue{&o.Limits.MaxRichOutputs}, "max-rich-outputs", "budget of the rich outputs (figures...) in one reply, all together (default 16m); past it they are left out, marked")
+	fl.IntVar(&o.Limits.MaxTransfers, "max-transfers", 4, "file transfers (downloads, uploads, exports) one token may run at once (past it: 429)")
 	fl.IntVar(&o.Limits.MaxExecs, "max-execs", 8, "executions one token may run at once (past it: 429)")
 	fl.Var(durationValue{&o.Limits.WriteTimeout}, "write-timeout", "a client that takes longer than this to take a write is cut off (default 30s)")
 	return c

@@ -1,12 +1,10 @@
 package server
 
 import (
-	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -34,14 +32,20 @@ type execRequest struct {
 type richOutput struct {
 	history.Output
 	Data []byte `json:"data,omitempty"`
-	// Problem says why Data is missing (too large, unreadable).
+	// Problem says why Data is missing (too large, unreadable, past the reply's budget).
 	Problem string `json:"problem,omitempty"`
+	// Omitted marks an output left out of the reply because the reply's rich outputs would
+	// pass the server's budget (Config.MaxRichOutputs); Problem says how to fetch it.
+	Omitted bool `json:"omitted,omitempty"`
 }
 
 // execReply is the Result of `session exec --json`, its outputs carrying their bytes.
 type execReply struct {
 	*session.Result
 	Outputs []richOutput `json:"outputs"`
+	// Streamed says that stdout and stderr came as events only (the end event of a stream
+	// does not repeat them: the server keeps no copy).
+	Streamed bool `json:"streamed,omitempty"`
 }
 
 // Event is one line of an execution's NDJSON stream.
@@ -55,9 +59,6 @@ type Event struct {
 
 // NDJSON is the media type of a streamed execution.
 const NDJSON = "application/x-ndjson"
-
-// maxOutputData caps the bytes of one rich output sent with a result.
-const maxOutputData = 16 << 20
 
 func wantsStream(r *http.Request) bool {
 	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
@@ -147,6 +148,11 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, tok Token) {
 		fail(w, err)
 		return
 	}
+	maxOut, err := s.maxOutput(name, int64(req.MaxOutput))
+	if err != nil {
+		fail(w, err)
+		return
+	}
 	if !s.acquire(tok) {
 		writeError(w, http.StatusTooManyRequests, "busy", fmt.Sprintf("%d executions of this token run already (the cap); wait for one to end", s.cfg.MaxExecs))
 		return
@@ -176,8 +182,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, tok Token) {
 		}
 		close(detach)
 	}()
-	eo := session.ExecOptions{Timeout: time.Duration(req.Timeout), MaxOutput: int64(req.MaxOutput), IgnoreDiskCap: req.IgnoreDiskCap, Env: req.Env, Workdir: req.Workdir, Detach: detach}
+	eo := session.ExecOptions{Timeout: time.Duration(req.Timeout), MaxOutput: maxOut, IgnoreDiskCap: req.IgnoreDiskCap, Env: req.Env, Workdir: req.Workdir, Detach: detach}
 	if stream {
+		// The output goes to the client as it comes; the server keeps none of it.
+		eo.StreamOnly = true
 		w.Header().Set("Content-Type", NDJSON)
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(http.StatusOK)
@@ -224,7 +232,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, tok Token) {
 	}
 	s.metrics.execs.WithLabelValues(string(res.Status)).Inc()
 	s.metrics.latency.Observe(time.Since(start).Seconds())
-	rep := execReply{Result: res, Outputs: s.outputs(r, name, res.Outputs)}
+	rep := execReply{Result: res, Outputs: s.outputs(r, name, res.Outputs), Streamed: stream}
 	if !stream {
 		writeJSON(w, http.StatusOK, rep)
 		return
@@ -240,53 +248,4 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, tok Token) {
 		Event string `json:"event"`
 		execReply
 	}{"end", rep})
-}
-
-// outputs reads the bytes of each rich output from the session.
-func (s *Server) outputs(r *http.Request, name string, outs []history.Output) []richOutput {
-	rich := make([]richOutput, 0, len(outs))
-	for _, o := range outs {
-		ro := richOutput{Output: o}
-		if len(o.Data) > 0 {
-			ro.Data = o.Data // the agent sent it with the result
-			rich = append(rich, ro)
-			continue
-		}
-		data, err := s.readOne(r, name, o.Path, maxOutputData)
-		if err != nil {
-			ro.Problem = err.Error()
-		} else {
-			ro.Data = data
-		}
-		rich = append(rich, ro)
-	}
-	return rich
-}
-
-// readOne reads one regular file of the session through the engine (running or not), up to
-// max bytes.
-func (s *Server) readOne(r *http.Request, name, path string, max int64) ([]byte, error) {
-	abs, err := session.ResolvePath(path)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := s.cfg.Client.Runtimes().CopyFrom(r.Context(), name, abs)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		hdr, err := tr.Next()
-		if err != nil {
-			return nil, fmt.Errorf("%s: not a file", path)
-		}
-		if hdr.Typeflag != tar.TypeReg {
-			continue
-		}
-		if hdr.Size > max {
-			return nil, fmt.Errorf("%s: %d bytes, over the cap of %d", path, hdr.Size, max)
-		}
-		return io.ReadAll(tr)
-	}
 }

@@ -1,11 +1,9 @@
 package server
 
 import (
-	"archive/tar"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"mime"
 	"net/http"
 	"os"
@@ -20,71 +18,6 @@ import (
 // TarType is the media type of a folder, both ways.
 const TarType = "application/x-tar"
 
-// readFiles is `session cp NAME:PATH ...`: a file comes back as its bytes
-// (application/octet-stream), a folder as a tar of it (application/x-tar, entries under the
-// folder's own name).
-func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
-	name, p := r.PathValue("name"), r.PathValue("path")
-	ctx := r.Context()
-	if err := s.checkOwner(ctx, name, tok, false); err != nil {
-		fail(w, err)
-		return
-	}
-	if _, err := session.ResolvePath(p); err != nil {
-		fail(w, err)
-		return
-	}
-	dir, err := os.MkdirTemp("", "runtimectl-files-")
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	defer os.RemoveAll(dir)
-	if err := s.cfg.Client.CopyFrom(ctx, name, p, dir); err != nil {
-		fail(w, err)
-		return
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil || len(entries) != 1 {
-		fail(w, fmt.Errorf("%w path %q: nothing to send", session.ErrInvalid, p))
-		return
-	}
-	top := filepath.Join(dir, entries[0].Name())
-	var total int64
-	_ = filepath.WalkDir(top, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				total += fi.Size()
-			}
-		}
-		return nil
-	})
-	if total > s.cfg.MaxDownload {
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("%s holds %d bytes, over the server's cap of %d (serve --max-download); fetch a smaller part", p, total, s.cfg.MaxDownload))
-		return
-	}
-	if !entries[0].IsDir() {
-		f, err := os.Open(top)
-		if err != nil {
-			fail(w, err)
-			return
-		}
-		defer f.Close()
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Length", fmt.Sprint(total))
-		w.WriteHeader(http.StatusOK)
-		_, _ = io.Copy(w, f)
-		return
-	}
-	w.Header().Set("Content-Type", TarType)
-	w.WriteHeader(http.StatusOK)
-	tw := tar.NewWriter(w)
-	if err := tw.AddFS(os.DirFS(dir)); err != nil {
-		s.log.Warn("send tar", "session", name, "path", p, "err", err)
-	}
-	_ = tw.Close()
-}
-
 // writeFiles puts a file (any body) at PATH, or, with Content-Type application/x-tar, the
 // tar's entries under the folder PATH. Files belong to the session's user; entries that would
 // leave the folder are refused.
@@ -95,6 +28,10 @@ func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 		fail(w, err)
 		return
 	}
+	if !s.acquireTransfer(w, tok) {
+		return
+	}
+	defer s.releaseTransfer(tok)
 	abs, err := session.ResolvePath(p)
 	if err != nil {
 		fail(w, err)

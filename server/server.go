@@ -29,12 +29,23 @@ type Config struct {
 	MaxUpload, MaxDownload int64
 	// MaxExecs caps the executions that one token runs at once (default 8); past it, 429.
 	MaxExecs int
+	// MaxTransfers caps the file transfers (downloads, uploads, exports) that one token runs
+	// at once (default 4); past it, 429.
+	MaxTransfers int
 	// WriteTimeout bounds each write to a client; a client that reads slower than that is
 	// cut off (its execution goes on in the session). Default 30 s.
 	WriteTimeout time.Duration
 	// OwnerTTL is how long the server trusts what it read of a session's owner (default 5 s);
 	// routes that change a session read it afresh.
 	OwnerTTL time.Duration
+	// MaxOutput is the ceiling on an execution's max_output (bytes per stream, default 16 MiB):
+	// a request or a session that asks for more is refused (403), and an execution of a
+	// session whose own cap is higher is capped at it. It bounds what the server holds for
+	// one execution that is not streamed; a streamed one holds none.
+	MaxOutput int64
+	// MaxRichOutputs is the budget of the rich outputs' bytes in one reply, all together
+	// (default 16 MiB); those past it are left out, marked, with where to fetch them.
+	MaxRichOutputs int64
 	// Version is the server's version, as the MCP handshake gives it.
 	Version string
 	// SweepEvery is how often Sweep applies the sessions' own --ttl and --idle-stop (and
@@ -49,11 +60,12 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *metrics
 
-	mu      sync.Mutex
-	running map[string]int // executions running per token name
-	handles map[string]*session.Session
-	owners  map[string]ownerEntry
-	mcps    map[string]*mcpEndpoint // per token: see serveMCP
+	mu        sync.Mutex
+	running   map[string]int // executions running per token name
+	transfers map[string]int // file transfers running per token name
+	handles   map[string]*session.Session
+	owners    map[string]ownerEntry
+	mcps      map[string]*mcpEndpoint // per token: see serveMCP
 
 	// detach is closed when the server shuts down: streams end, executions go on.
 	detach     chan struct{}
@@ -66,6 +78,8 @@ type Server struct {
 type ownerEntry struct {
 	owner string
 	at    time.Time
+	// maxOutput is the session's own output cap (its settings; 0: the library's default).
+	maxOutput int64
 }
 
 // route is one documented route: the test compares this table with openapi.json.
@@ -92,8 +106,17 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxDownload <= 0 {
 		cfg.MaxDownload = 256 << 20
 	}
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = DefaultMaxOutput
+	}
+	if cfg.MaxRichOutputs <= 0 {
+		cfg.MaxRichOutputs = DefaultMaxRichOutputs
+	}
 	if cfg.MaxExecs <= 0 {
 		cfg.MaxExecs = 8
+	}
+	if cfg.MaxTransfers <= 0 {
+		cfg.MaxTransfers = DefaultMaxTransfers
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
@@ -103,7 +126,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(),
-		running: map[string]int{}, handles: map[string]*session.Session{}, owners: map[string]ownerEntry{},
+		running: map[string]int{}, transfers: map[string]int{}, handles: map[string]*session.Session{}, owners: map[string]ownerEntry{},
 		mcps: map[string]*mcpEndpoint{}, detach: make(chan struct{}), draining: make(chan struct{}),
 	}
 	s.metrics = newMetrics(cfg.Client)
@@ -264,6 +287,10 @@ func classify(err error) (int, string) {
 		return http.StatusInsufficientStorage, contract.DiskCapCode
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, "too_large"
+	case errors.As(err, new(*LimitError)):
+		return http.StatusForbidden, "limit"
+	case errors.As(err, new(*invalidBody)):
+		return http.StatusBadRequest, "invalid"
 	case errors.As(err, &re) && re.Code == "busy":
 		return http.StatusTooManyRequests, "busy"
 	case errors.As(err, &re) && re.Code == "not_found":
@@ -306,7 +333,7 @@ func (s *Server) checkOwner(ctx context.Context, name string, tok Token, fresh b
 			}
 			return err
 		}
-		e = ownerEntry{owner: st.Owner, at: time.Now()}
+		e = ownerEntry{owner: st.Owner, at: time.Now(), maxOutput: st.MaxOutput}
 		s.mu.Lock()
 		s.owners[name] = e
 		s.mu.Unlock()

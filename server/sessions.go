@@ -128,6 +128,10 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, tok Token) {
 		writeError(w, http.StatusForbidden, "forbidden", "secret_headers name the server's own environment variables or files: only an admin token may give them; ask the server's operator")
 		return
 	}
+	if err := s.startLimits(tok, &req); err != nil {
+		fail(w, err)
+		return
+	}
 	ctx := r.Context()
 	taken := func() {
 		writeError(w, http.StatusConflict, "conflict", fmt.Sprintf("session name %q is taken; choose another", req.Name))

@@ -1,0 +1,155 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtimectl/runtimectl/internal/testenv"
+	"github.com/runtimectl/runtimectl/server"
+)
+
+// rss reads this process's resident memory and its peak (VmRSS, VmHWM) from /proc, in bytes.
+func rss(t *testing.T) (now, peak int64) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "VmRSS" && k != "VmHWM") {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		require.NoError(t, err, line)
+		if k == "VmRSS" {
+			now = n << 10
+		} else {
+			peak = n << 10
+		}
+	}
+	return now, peak
+}
+
+// resetPeak settles the heap and starts a new peak of resident memory (clear_refs 5 resets
+// VmHWM to the current VmRSS); it returns the baseline.
+func resetPeak(t *testing.T) int64 {
+	t.Helper()
+	runtime.GC()
+	debug.FreeOSMemory()
+	require.NoError(t, os.WriteFile("/proc/self/clear_refs", []byte("5"), 0))
+	now, _ := rss(t)
+	return now
+}
+
+// The server's memory is the operator's, not the client's: max_output has a ceiling, a
+// streamed execution keeps none of its output (and its end event does not repeat it), and a
+// reply's rich outputs share one budget, past which they are marked with where to fetch them.
+// Measured from /proc in this test process, where the server runs.
+func TestTheServersMemoryIsBoundedWhateverTheClientAsks(t *testing.T) {
+	const ceiling = 64 << 20
+	c := testenv.Client(t)
+	base := newServer(t, c, func(cfg *server.Config) { cfg.MaxOutput = ceiling; cfg.MaxRichOutputs = 4 << 20 })
+	a := api{t: t, base: base, token: tokA}
+	name := startSession(t, c, a, nil)
+
+	st, raw := a.do("POST", "/v1/sessions/"+name+"/exec", map[string]any{"code": "1", "max_output": "1g"}, nil)
+	assert.Equal(t, http.StatusForbidden, st)
+	assert.Contains(t, string(raw), "over the server's ceiling of 64MiB per stream (serve --max-output)")
+	st, raw = a.do("POST", "/v1/sessions", map[string]any{"name": name + "-big", "max_output": "1g"}, nil)
+	assert.Equal(t, http.StatusForbidden, st)
+	assert.Contains(t, string(raw), "serve --max-output")
+
+	// 200 MiB printed, 64 MiB of it (the ceiling) streamed: the server holds none of it.
+	const streamBudget = 40 << 20
+	base0 := resetPeak(t)
+	code := "import sys\nfor _ in range(200):\n    sys.stdout.write('x' * (1 << 20))\n'end'"
+	resp := a.req("POST", "/v1/sessions/"+name+"/exec", map[string]any{"code": code, "max_output": "64m", "timeout": 120}, map[string]string{"Accept": server.NDJSON})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	br := bufio.NewReaderSize(resp.Body, 1<<20)
+	var streamed int64
+	var end map[string]any
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			for err == bufio.ErrBufferFull {
+				_, err = br.ReadSlice('\n')
+			}
+			streamed += 1 << 20
+			continue
+		}
+		if bytes.HasPrefix(line, []byte(`{"event":"stdout"`)) {
+			streamed += int64(len(line))
+		} else if len(line) > 0 {
+			require.NoError(t, json.Unmarshal(line, &end), string(line))
+		}
+		if err != nil {
+			break
+		}
+	}
+	resp.Body.Close()
+	_, peak := rss(t)
+	t.Logf("streamed %d MiB; resident %d MiB before, peak %d MiB (+%d MiB, budget %d MiB)", streamed>>20, base0>>20, peak>>20, (peak-base0)>>20, streamBudget>>20)
+	assert.GreaterOrEqual(t, streamed, int64(ceiling), "the output up to the cap was streamed")
+	require.Equal(t, "end", end["event"])
+	assert.Equal(t, "", end["stdout"], "the end event does not repeat the output")
+	assert.Equal(t, true, end["streamed"])
+	assert.Equal(t, "'end'", end["result"])
+	assert.Greater(t, end["stdout_truncated"], float64(100<<20), "the cap is said")
+	assert.Less(t, peak-base0, int64(streamBudget), "streaming holds nothing of the output")
+
+	// The same not streamed: capped at what the request asked for, within the ceiling.
+	var res result
+	st, raw = a.do("POST", "/v1/sessions/"+name+"/exec", map[string]any{"code": code, "max_output": "2m", "timeout": 120}, &res)
+	require.Equal(t, http.StatusOK, st, string(raw[:min(len(raw), 300)]))
+	assert.LessOrEqual(t, len(res.Stdout), 2<<20+4096)
+
+	// 24 figures of ~1 MiB each: a reply carries at most 4 MiB of them, the others marked.
+	figs := "import numpy as np, matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n" +
+		"rng = np.random.default_rng(0)\nfor i in range(24):\n    plt.imsave(f'fig{i:02d}.png', rng.random((600, 600, 3)))\n"
+	var figRes struct {
+		Status  string `json:"status"`
+		Outputs []struct {
+			Path    string `json:"path"`
+			Data    []byte `json:"data"`
+			Omitted bool   `json:"omitted"`
+			Problem string `json:"problem"`
+		} `json:"outputs"`
+	}
+	resetPeak(t)
+	st, raw = a.do("POST", "/v1/sessions/"+name+"/exec", map[string]any{"code": figs, "timeout": 120}, &figRes)
+	require.Equal(t, http.StatusOK, st, string(raw[:min(len(raw), 300)]))
+	require.Equal(t, "ok", figRes.Status, string(raw[:min(len(raw), 2000)]))
+	require.Len(t, figRes.Outputs, 24)
+	var total int64
+	omitted := 0
+	for _, o := range figRes.Outputs {
+		total += int64(len(o.Data))
+		if o.Omitted {
+			omitted++
+			assert.Empty(t, o.Data)
+			assert.Contains(t, o.Problem, "capped at 4MiB in all (serve --max-rich-outputs)")
+			assert.Contains(t, o.Problem, "GET /v1/sessions/"+name+"/files/"+strings.TrimPrefix(o.Path, "/workspace/"))
+		}
+	}
+	t.Logf("figures: %d carried (%d KiB), %d left out; reply %d KiB", 24-omitted, total>>10, omitted, len(raw)>>10)
+	assert.LessOrEqual(t, total, int64(4<<20))
+	assert.Greater(t, omitted, 10)
+	assert.Less(t, len(raw), 6<<20, "the reply stays near the budget (base64)")
+	last := figRes.Outputs[len(figRes.Outputs)-1]
+	require.True(t, last.Omitted)
+	st, png := a.do("GET", "/v1/sessions/"+name+"/files/"+strings.TrimPrefix(last.Path, "/workspace/"), nil, nil)
+	require.Equal(t, http.StatusOK, st)
+	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG")), "the marker's route fetches it")
+	_ = fmt.Sprint()
+}
