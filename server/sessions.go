@@ -1,14 +1,12 @@
 package server
 
 import (
-	"archive/tar"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
@@ -230,23 +228,7 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request, tok Token) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	dir, err := os.MkdirTemp("", "runtimectl-export-")
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	defer os.RemoveAll(dir)
-	if _, err := s.cfg.Client.RemoveExport(ctx, name, force, session.ExportOptions{Dir: dir, Keep: keep, History: keepHistory}); err != nil {
-		fail(w, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/x-tar")
-	w.WriteHeader(http.StatusOK)
-	tw := tar.NewWriter(w)
-	if err := tw.AddFS(os.DirFS(dir)); err != nil {
-		s.log.Warn("export tar", "session", name, "err", err)
-	}
-	_ = tw.Close()
+	s.removeExport(w, r, tok, name, force, session.ExportOptions{Keep: keep, History: keepHistory})
 }
 
 func (s *Server) history(w http.ResponseWriter, r *http.Request, tok Token) {

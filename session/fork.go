@@ -254,6 +254,21 @@ type ExportOptions struct {
 // RemoveExport copies the workspace files that match o.Keep (and the history) to o.Dir, then
 // removes the session. Nothing is removed when the export fails.
 func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o ExportOptions) (int, error) {
+	n, err := c.Export(ctx, name, force, o)
+	if err != nil {
+		return n, err
+	}
+	if err := c.ctr.Remove(ctx, name, true); err != nil && !errors.Is(err, containers.ErrNotFound) {
+		return n, err
+	}
+	return n, c.vol.RemoveSession(ctx, name)
+}
+
+// Export is RemoveExport without the removal: the files are in o.Dir and the session is as it
+// was. force allows a running session (as for its removal), whose files may change meanwhile.
+// For a caller that removes the session only once the export is safe elsewhere (runtimectl
+// serve, after the client took all of it).
+func (c *Client) Export(ctx context.Context, name string, force bool, o ExportOptions) (int, error) {
 	if err := c.exists(ctx, name); err != nil {
 		return 0, err
 	}
@@ -347,10 +362,7 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 			}
 		}
 	}
-	if err := c.ctr.Remove(ctx, name, true); err != nil && !errors.Is(err, containers.ErrNotFound) {
-		return n, err
-	}
-	return n, c.vol.RemoveSession(ctx, name)
+	return n, nil
 }
 
 func matchAny(globs []string, rel string) bool {
