@@ -35,6 +35,22 @@ type Info struct {
 // List returns every session: those with a container, and those whose container was removed
 // but whose volume (and state) remains.
 func (c *Client) List(ctx context.Context) ([]Info, error) {
+	return c.ListWith(ctx, ListOptions{})
+}
+
+// ListOptions narrow a List.
+type ListOptions struct {
+	// Keep, when set, says which sessions to list; it sees each session's name, language,
+	// state, image and owner, before anything is read of its history, so the sessions it
+	// drops cost nothing more (runtimectl serve lists a token's own sessions).
+	Keep func(Info) bool
+	// NoExecutions leaves Executions at -1 and LastExec empty: nothing is asked of agents
+	// or read of histories.
+	NoExecutions bool
+}
+
+// ListWith is List with options.
+func (c *Client) ListWith(ctx context.Context, o ListOptions) ([]Info, error) {
 	cs, err := c.ctr.List(ctx)
 	if err != nil {
 		return nil, err
@@ -88,10 +104,20 @@ func (c *Client) List(ctx context.Context) ([]Info, error) {
 			in.State += " (orphan: no volume)"
 		}
 	}
-	// Executions: ask running agents, read the history of stopped ones; in parallel.
+	if o.Keep != nil {
+		kept := out[:0]
+		for _, in := range out {
+			if o.Keep(*in) {
+				kept = append(kept, in)
+			}
+		}
+		out = kept
+	}
+	// Executions: ask running agents, read the history of stopped ones (streamed, keeping only
+	// its latest execution); in parallel.
 	var wg sync.WaitGroup
 	for _, in := range out {
-		if in.State == noRuntime {
+		if in.State == noRuntime || o.NoExecutions {
 			continue
 		}
 		wg.Add(1)
@@ -110,10 +136,19 @@ func (c *Client) List(ctx context.Context) ([]Info, error) {
 				}
 				return
 			}
-			if execs, _, err := c.readHistory(cctx, in.Name); err == nil {
-				in.Executions = executions(nextSeq(execs))
-				if n := len(execs); n > 0 {
-					in.LastExec = execs[n-1].Started.Add(time.Duration(execs[n-1].DurationMs * float64(time.Millisecond))).Format(time.RFC3339)
+			var sum history.Summary
+			err := c.readFile(cctx, in.Name, contract.StatePath(contract.HistoryFile), func(r io.Reader) error {
+				var err error
+				sum, err = history.Summarize(r)
+				return err
+			})
+			if errors.Is(err, containers.ErrNotFound) {
+				err = nil // no execution yet
+			}
+			if err == nil {
+				in.Executions = executions(sum.LastSeq + 1)
+				if !sum.LastEnd.IsZero() {
+					in.LastExec = sum.LastEnd.Format(time.RFC3339)
 				}
 			}
 		}(in)
