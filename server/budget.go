@@ -136,9 +136,9 @@ func (s *Server) readOne(r *http.Request, name, path string, max int64) ([]byte,
 }
 
 // startLimits checks a start request against the operator's limits.
-func (s *Server) startLimits(_ Token, q *startRequest) error {
+func (s *Server) startLimits(tok Token, q *startRequest) error {
 	if int64(q.MaxOutput) > s.cfg.MaxOutput {
 		return limitf("max_output %s is over the server's ceiling of %s per stream (serve --max-output); ask for less", human(int64(q.MaxOutput)), human(s.cfg.MaxOutput))
 	}
-	return nil
+	return s.applyPolicy(tok, q)
 }

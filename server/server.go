@@ -63,9 +63,11 @@ type Server struct {
 	mu        sync.Mutex
 	running   map[string]int // executions running per token name
 	transfers map[string]int // file transfers running per token name
-	handles   map[string]*session.Session
-	owners    map[string]ownerEntry
-	mcps      map[string]*mcpEndpoint // per token: see serveMCP
+	// startLocks serialize the creation of one token's sessions (its sessions limit).
+	startLocks map[string]*sync.Mutex
+	handles    map[string]*session.Session
+	owners     map[string]ownerEntry
+	mcps       map[string]*mcpEndpoint // per token: see serveMCP
 
 	// detach is closed when the server shuts down: streams end, executions go on.
 	detach     chan struct{}
@@ -126,7 +128,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(),
-		running: map[string]int{}, transfers: map[string]int{}, handles: map[string]*session.Session{}, owners: map[string]ownerEntry{},
+		running: map[string]int{}, transfers: map[string]int{}, startLocks: map[string]*sync.Mutex{}, handles: map[string]*session.Session{}, owners: map[string]ownerEntry{},
 		mcps: map[string]*mcpEndpoint{}, detach: make(chan struct{}), draining: make(chan struct{}),
 	}
 	s.metrics = newMetrics(cfg.Client)
@@ -388,7 +390,7 @@ func (s *Server) handle(ctx context.Context, name string) (*session.Session, err
 func (s *Server) acquire(tok Token) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.running[tok.Name] >= s.cfg.MaxExecs {
+	if n := s.maxExecs(tok); n > 0 && s.running[tok.Name] >= n {
 		return false
 	}
 	s.running[tok.Name]++

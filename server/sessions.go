@@ -144,6 +144,13 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, tok Token) {
 	} else if !errors.Is(err, session.ErrNotFound) {
 		fail(w, err)
 		return
+	} else {
+		unlock := s.lockStarts(tok)
+		defer unlock()
+		if err := s.checkSessions(ctx, tok); err != nil {
+			fail(w, err)
+			return
+		}
 	}
 	keep := req.KeepSnapshots
 	if keep == 0 {
@@ -397,6 +404,12 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, tok Token) {
 		return
 	}
 	if err := session.ValidateName(req.Name); err != nil {
+		fail(w, err)
+		return
+	}
+	unlock := s.lockStarts(tok)
+	defer unlock()
+	if err := s.checkSessions(r.Context(), tok); err != nil {
 		fail(w, err)
 		return
 	}
