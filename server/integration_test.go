@@ -397,8 +397,10 @@ func TestATokenCannotSeeAnotherTokensSessions(t *testing.T) {
 		assert.Equal(t, strings.ReplaceAll(string(rawMissing), missing, "NAME"), strings.ReplaceAll(string(raw), name, "NAME"),
 			"another token's session reads exactly like a missing one")
 	}
-	st, _ := bob.do("POST", "/v1/sessions", map[string]string{"name": name}, nil)
+	st, raw := bob.do("POST", "/v1/sessions", map[string]string{"name": name}, nil)
 	assert.Equal(t, http.StatusConflict, st, "bob cannot take alice's name")
+	assert.Contains(t, string(raw), "is in use on this server (names are shared by every token)")
+	assert.NotContains(t, string(raw), "alice")
 
 	// the admin sees and uses it.
 	r := admin.exec(name, "secret")
@@ -446,6 +448,9 @@ func TestMetricsCountExecutions(t *testing.T) {
 	a.exec(name, "print('x' * 1000)")
 	a.exec(name, "1/0")
 	st, raw := a.do("GET", "/metrics", nil, nil)
+	assert.Equal(t, http.StatusForbidden, st, "metrics cover every token: admin only")
+	assert.Contains(t, string(raw), "needs an admin token")
+	st, raw = api{t: t, base: base, token: tokAdmin}.do("GET", "/metrics", nil, nil)
 	require.Equal(t, http.StatusOK, st)
 	m := string(raw)
 	assert.Contains(t, m, `runtimectl_executions_total{status="ok"} 1`)
@@ -506,7 +511,7 @@ func TestASlowClientIsCutOffAndTheExecutionLands(t *testing.T) {
 	}
 	r := a.exec(name, "flooded")
 	assert.Equal(t, "True", *r.Result)
-	st, raw := a.do("GET", "/metrics", nil, nil)
+	st, raw := api{t: t, base: base, token: tokAdmin}.do("GET", "/metrics", nil, nil)
 	require.Equal(t, http.StatusOK, st)
 	assert.Contains(t, string(raw), `runtimectl_executions_total{status="detached"} 1`)
 }

@@ -49,7 +49,12 @@ func newMetrics(c *session.Client) *metrics {
 	return m
 }
 
-func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ Token) {
+// serveMetrics needs an admin token: the figures cover the whole engine and every token.
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, tok Token) {
+	if !tok.Admin {
+		writeError(w, http.StatusForbidden, "admin_only", "/metrics covers every token's sessions and executions: it needs an admin token (`TOKEN NAME admin` in the token file)")
+		return
+	}
 	s.metrics.handler.ServeHTTP(w, r)
 }
 

@@ -134,7 +134,9 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, tok Token) {
 	}
 	ctx := r.Context()
 	taken := func() {
-		writeError(w, http.StatusConflict, "conflict", fmt.Sprintf("session name %q is taken; choose another", req.Name))
+		// Names are one namespace on the engine: a name another token holds cannot be made
+		// again. The answer says no more than that (not whose, nor anything of the session).
+		writeError(w, http.StatusConflict, "conflict", fmt.Sprintf("session name %q is in use on this server (names are shared by every token); choose another", req.Name))
 	}
 	if st, err := s.cfg.Client.RecordedSettings(ctx, req.Name); err == nil {
 		if !tok.Admin && st.Owner != tok.Name {
