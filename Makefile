@@ -67,8 +67,9 @@ fuzz: ## run every fuzz target for FUZZTIME each (make test: 30000 inputs each)
 	  done; \
 	done; echo "fuzz: all targets passed"
 
-soak: base-image ## the long durability test: repeated docker kill during executions and snapshots
+soak: base-image ## the long tests: repeated docker kill during executions and snapshots; serve under 20 tokens x 10 sessions x 2,000 executions
 	RUNTIMECTL_SOAK=200 $(GO) test -count=1 -timeout 60m -run TestSoak ./session/
+	RUNTIMECTL_LOAD=20x10x2000 $(GO) test -count=1 -timeout 60m -run TestServeLoad -v ./server/
 
 bench: build base-image ## the benchmarks side by side; writes bench/results.json
 	$(GO) run ./bench/cmd/benchrun -out bench/results.json
