@@ -110,7 +110,9 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Content-Length", fmt.Sprint(hdr.Size))
 		w.WriteHeader(http.StatusOK)
-		_, _ = io.Copy(deadlineWriter{w, deadline}, io.LimitReader(tr, hdr.Size))
+		if _, err := io.Copy(deadlineWriter{w, deadline}, io.LimitReader(tr, hdr.Size)); err != nil {
+			s.log.Warn("send file: cut", "session", name, "path", p, "err", err)
+		}
 		return
 	}
 	// A folder: count first, stopping past the budget.

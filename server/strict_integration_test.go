@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -28,11 +29,11 @@ func TestLooseBodiesRunNothingInARealSession(t *testing.T) {
 	} {
 		st, raw := a.do("POST", "/v1/sessions/"+name+"/exec", []byte(c.body), nil)
 		assert.Equal(t, http.StatusBadRequest, st, c.body)
-		assert.Contains(t, string(raw), c.want, c.body)
+		assert.Contains(t, errorOf(raw), c.want, c.body)
 	}
 	st, raw := a.do("POST", "/v1/sessions", []byte(`{"name": "`+name+`", "cpus": -1}`), nil)
 	assert.Equal(t, http.StatusBadRequest, st)
-	assert.Contains(t, string(raw), `field "cpus"`)
+	assert.Contains(t, errorOf(raw), `field "cpus"`)
 
 	execs, _, err := c.History(testenv.Ctx(t, time.Minute), name)
 	require.NoError(t, err)
@@ -40,4 +41,15 @@ func TestLooseBodiesRunNothingInARealSession(t *testing.T) {
 	r := a.exec(name, "'ran' in globals() or 'ran_first' in globals()")
 	assert.Equal(t, "False", *r.Result)
 	assert.Equal(t, int64(1), r.Seq, "the first execution is the first in the history")
+}
+
+// errorOf is the message of an error reply.
+func errorOf(raw []byte) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) != nil {
+		return string(raw)
+	}
+	return e.Error
 }
