@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -15,12 +16,14 @@ import (
 	"github.com/runtimectl/runtimectl/session"
 )
 
-// Downloads go from the engine's archive straight to the client: nothing is copied to the
-// server's disk. The size is known before the first byte is sent (a file's from its entry's
-// header, a folder's from a first pass over its archive that stops as soon as the total
-// passes --max-download), the copy itself stops at the budget too (a folder that grows
-// between the passes), and a token runs at most MaxTransfers transfers (downloads, uploads,
-// exports) at once.
+// Downloads: the size is known before anything is copied (a file's from the engine's Stat and
+// its archive entry's header, a folder's from a first pass over its archive that stops as soon
+// as the total passes --max-download); only then is it copied, within that budget, to a file in
+// the server's temp folder, read from the engine at its own speed, and sent to the client from
+// there. The engine's archive stream is never held open by a slow client: Docker keeps the
+// container locked while one is open, which would stall every other call on the session. A
+// token runs at most MaxTransfers transfers (downloads, uploads, exports) at once, so a token
+// holds at most MaxTransfers x --max-download of the server's disk.
 
 // DefaultMaxTransfers is Config.MaxTransfers' default.
 const DefaultMaxTransfers = 4
@@ -97,6 +100,32 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 	defer func() { rc.Close() }()
 	rcw := http.NewResponseController(w)
 	deadline := func() { _ = rcw.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)) }
+	spool, err := os.CreateTemp("", "runtimectl-download-")
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	defer func() {
+		spool.Close()
+		os.Remove(spool.Name())
+	}()
+	send := func(ctype string) {
+		rc.Close() // the engine's stream is done with before the client is served
+		size, err := spool.Seek(0, io.SeekCurrent)
+		if err == nil {
+			_, err = spool.Seek(0, io.SeekStart)
+		}
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", ctype)
+		w.Header().Set("Content-Length", fmt.Sprint(size))
+		w.WriteHeader(http.StatusOK)
+		if _, err := io.Copy(deadlineWriter{w, deadline}, spool); err != nil {
+			s.log.Warn("send: cut", "session", name, "path", p, "err", err)
+		}
+	}
 	if !info.IsDir {
 		hdr, err := tr.Next()
 		if err != nil || hdr.Typeflag != tar.TypeReg {
@@ -107,12 +136,11 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 			tooLarge(hdr.Size, false)
 			return
 		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Length", fmt.Sprint(hdr.Size))
-		w.WriteHeader(http.StatusOK)
-		if _, err := io.Copy(deadlineWriter{w, deadline}, io.LimitReader(tr, hdr.Size)); err != nil {
-			s.log.Warn("send file: cut", "session", name, "path", p, "err", err)
+		if n, err := io.Copy(spool, io.LimitReader(tr, hdr.Size)); err != nil || n != hdr.Size {
+			fail(w, fmt.Errorf("read %s from session %s: %d of %d bytes: %v", p, name, n, hdr.Size, err))
+			return
 		}
+		send("application/octet-stream")
 		return
 	}
 	// A folder: count first, stopping past the budget.
@@ -139,9 +167,7 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 		fail(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", TarType)
-	w.WriteHeader(http.StatusOK)
-	tw := tar.NewWriter(deadlineWriter{w, deadline})
+	tw := tar.NewWriter(spool)
 	left := s.cfg.MaxDownload
 	for {
 		hdr, err := tr.Next()
@@ -149,15 +175,15 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 			break
 		}
 		if err != nil {
-			s.log.Warn("send tar", "session", name, "path", p, "err", err)
-			return // the client sees a cut tar
+			fail(w, fmt.Errorf("read %s from session %s: %w", p, name, err))
+			return
 		}
 		if !keep(hdr) {
 			continue
 		}
 		if hdr.Typeflag == tar.TypeReg {
 			if left -= hdr.Size; left < 0 {
-				s.log.Warn("send tar: the folder grew past the budget while it was sent", "session", name, "path", p)
+				tooLarge(s.cfg.MaxDownload, true) // it grew between the passes
 				return
 			}
 		}
@@ -166,15 +192,21 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 			out.Size = 0
 		}
 		if err := tw.WriteHeader(out); err != nil {
+			fail(w, err)
 			return
 		}
 		if hdr.Typeflag == tar.TypeReg {
 			if _, err := io.Copy(tw, io.LimitReader(tr, hdr.Size)); err != nil {
+				fail(w, fmt.Errorf("read %s from session %s: %w", p, name, err))
 				return
 			}
 		}
 	}
-	_ = tw.Close()
+	if err := tw.Close(); err != nil {
+		fail(w, err)
+		return
+	}
+	send(TarType)
 }
 
 // folderFilter keeps the regular files and folders of a folder's archive whose names stay in
