@@ -28,9 +28,12 @@ func TestExecutionsAreCountedOneWay(t *testing.T) {
 		require.NoError(t, err)
 		b, err := os.ReadFile(path)
 		require.NoError(t, err)
-		execs, _, err := history.Parse(bytes.NewReader(b)) // what ls reads of a stopped one
+		execs, _, err := history.Parse(bytes.NewReader(b)) // what the history reads
+		require.NoError(t, err)
+		sum, err := history.Summarize(bytes.NewReader(b)) // what ls reads of a stopped one
 		require.NoError(t, err)
 		assert.Equal(t, executions(running.NextSeq()), executions(nextSeq(execs)), "seqs %v", seqs)
+		assert.Equal(t, executions(running.NextSeq()), executions(sum.LastSeq+1), "seqs %v", seqs)
 		running.Close()
 	}
 }
