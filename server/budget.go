@@ -77,11 +77,13 @@ func (s *Server) outputs(r *http.Request, name string, outs []history.Output) []
 	}
 	for _, o := range outs {
 		ro := richOutput{Output: o}
+		ro.Output.Data = nil // the reply's Data is richOutput's
 		if len(o.Data) > 0 {
 			if int64(len(o.Data)) > left {
 				omit(&ro, int64(len(o.Data)))
 			} else {
-				left -= int64(len(o.Data)) // the agent sent it with the result
+				ro.Data = o.Data // the agent sent it with the result
+				left -= int64(len(o.Data))
 			}
 			rich = append(rich, ro)
 			continue

@@ -100,14 +100,21 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 	defer func() { rc.Close() }()
 	rcw := http.NewResponseController(w)
 	deadline := func() { _ = rcw.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)) }
-	spool, err := os.CreateTemp("", "runtimectl-download-")
-	if err != nil {
-		fail(w, err)
-		return
+	// The spool is made once the size is known to be within the budget.
+	var spool *os.File
+	makeSpool := func() bool {
+		var err error
+		if spool, err = os.CreateTemp("", "runtimectl-download-"); err != nil {
+			fail(w, err)
+			return false
+		}
+		return true
 	}
 	defer func() {
-		spool.Close()
-		os.Remove(spool.Name())
+		if spool != nil {
+			spool.Close()
+			os.Remove(spool.Name())
+		}
 	}()
 	send := func(ctype string) {
 		rc.Close() // the engine's stream is done with before the client is served
@@ -134,6 +141,9 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 		}
 		if hdr.Size > s.cfg.MaxDownload {
 			tooLarge(hdr.Size, false)
+			return
+		}
+		if !makeSpool() {
 			return
 		}
 		if n, err := io.Copy(spool, io.LimitReader(tr, hdr.Size)); err != nil || n != hdr.Size {
@@ -165,6 +175,9 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 	rc.Close()
 	if tr, rc, err = open(); err != nil {
 		fail(w, err)
+		return
+	}
+	if !makeSpool() {
 		return
 	}
 	tw := tar.NewWriter(spool)

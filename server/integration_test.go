@@ -484,7 +484,7 @@ func execOpts() session.ExecOptions { return session.ExecOptions{Timeout: time.M
 // end in the session and lands in the history, and the session serves the next request.
 func TestASlowClientIsCutOffAndTheExecutionLands(t *testing.T) {
 	c := testenv.Client(t)
-	base := newServer(t, c, func(cfg *server.Config) { cfg.WriteTimeout = time.Second })
+	base := newServer(t, c, func(cfg *server.Config) { cfg.WriteTimeout = time.Second; cfg.MaxOutput = 128 << 20 })
 	a := api{t: t, base: base, token: tokA}
 	name := startSession(t, c, a, nil)
 	code := "import sys\nfor _ in range(64):\n    sys.stdout.write('x' * (1 << 20))\nflooded = True"

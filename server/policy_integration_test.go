@@ -22,8 +22,9 @@ import (
 func TestTheTokenFilesPolicyHoldsOnRealSessions(t *testing.T) {
 	c := testenv.Client(t)
 	p := filepath.Join(t.TempDir(), "tokens.txt")
+	tenant := "carol-" + testenv.Name(t)[len(testenv.Name(t))-6:] // a name no other test's sessions have
 	require.NoError(t, os.WriteFile(p, []byte("role small memory=512m cpus=0.5 pids=200 sessions=2 execs=1\n"+
-		tokA+" alice role=small\n"+tokB+" bob\n"+tokAdmin+" ops admin\n"), 0o600))
+		tokA+" "+tenant+" role=small\n"+tokB+" bob\n"+tokAdmin+" ops admin\n"), 0o600))
 	toks, err := server.LoadTokens(p)
 	require.NoError(t, err)
 	base := newServer(t, c, func(cfg *server.Config) { cfg.Tokens = toks })
@@ -51,7 +52,7 @@ func TestTheTokenFilesPolicyHoldsOnRealSessions(t *testing.T) {
 	assert.Equal(t, int64(512<<20), st.Memory, "the default (2g) over the ceiling became the ceiling")
 	assert.Equal(t, 0.5, st.CPUs)
 	assert.Equal(t, int64(200), st.Pids)
-	assert.Equal(t, "alice", ci.Labels["io.runtimectl.owner"])
+	assert.Equal(t, tenant, ci.Labels["io.runtimectl.owner"])
 	startSession(t, c, alice, nil)
 	third := testenv.Name(t) + "-3"
 	t.Cleanup(func() { _ = c.Remove(context.Background(), third, true) })
