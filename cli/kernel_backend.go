@@ -10,8 +10,10 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/jupyter"
 	"github.com/runtimectl/runtimectl/session"
@@ -27,6 +29,10 @@ type kernelBackend struct {
 	// marker is the file that tells the kernel Jupyter starts next with the same connection
 	// file that it follows a restart (written by Shutdown, read by start).
 	marker string
+
+	// ipython is set once the session has sent a display: its results and figures are
+	// displays from then on.
+	ipython atomic.Bool
 
 	mu sync.Mutex
 	s  *session.Session
@@ -138,6 +144,33 @@ func (b *kernelBackend) Execute(ctx context.Context, req jupyter.ExecuteRequest,
 		// log's to say, not the cell's (its outputs stay those of ipykernel).
 		OnNotice: func(m string) { b.log.Info(m, "session", s.Name()) },
 	}
+	// IPython's displays (display(), figures, the final value) come as they are produced, in
+	// their place among the streams; a session that sends them has its results and figures in
+	// them, not in Result and Outputs.
+	var pmu sync.Mutex
+	var pages []any
+	sawDisplay := false
+	opts.OnDisplay = func(d history.Display) {
+		stderr.flush()
+		pmu.Lock()
+		sawDisplay = true
+		pmu.Unlock()
+		data := jupyter.Bundle(d.Data)
+		switch d.Kind {
+		case contract.DisplayResult:
+			out.Result(count, data, d.Metadata)
+		case contract.DisplayData:
+			out.Display(data, d.Metadata, d.DisplayID, false)
+		case contract.DisplayUpdate:
+			out.Display(data, d.Metadata, d.DisplayID, true)
+		case contract.DisplayClear:
+			out.Clear(d.Wait)
+		case contract.DisplayPage:
+			pmu.Lock()
+			pages = append(pages, map[string]any{"source": "page", "data": data, "start": 0})
+			pmu.Unlock()
+		}
+	}
 	res, err := s.Exec(ctx, req.Code, opts)
 	if err != nil {
 		stderr.flush()
@@ -148,6 +181,15 @@ func (b *kernelBackend) Execute(ctx context.Context, req jupyter.ExecuteRequest,
 	}
 	stderr.flush()
 	reply := jupyter.ExecuteReply{Status: jupyter.StatusOK, ExecutionCount: res.Seq}
+	pmu.Lock()
+	reply.Payload = pages
+	if sawDisplay {
+		b.ipython.Store(true)
+	}
+	pmu.Unlock()
+	if b.ipython.Load() {
+		res.Result, res.Outputs = nil, nil // what they hold came as displays
+	}
 	// The value's rich forms (exec-N-result.html, .png) belong to its execute_result, as in
 	// ipykernel; the figures left open are displays after it.
 	var displays []jupyter.Bundle
@@ -214,16 +256,30 @@ func tracebackLines(tb, name, value string) []string {
 	return strings.Split(tb, "\n")
 }
 
+// Complete, Inspect and IsComplete are the interpreter's (IPython's in Python sessions; the
+// neutral answers elsewhere).
 func (b *kernelBackend) Complete(ctx context.Context, req jupyter.CompleteRequest) (jupyter.CompleteReply, error) {
-	return jupyter.CompleteReply{CursorStart: req.CursorPos, CursorEnd: req.CursorPos}, nil
+	r, err := b.session().Complete(ctx, req.Code, req.CursorPos)
+	if err != nil {
+		return jupyter.CompleteReply{}, err
+	}
+	return jupyter.CompleteReply{Matches: r.Matches, CursorStart: r.CursorStart, CursorEnd: r.CursorEnd, Metadata: r.Metadata}, nil
 }
 
 func (b *kernelBackend) Inspect(ctx context.Context, req jupyter.InspectRequest) (jupyter.InspectReply, error) {
-	return jupyter.InspectReply{}, nil
+	r, err := b.session().Inspect(ctx, req.Code, req.CursorPos, req.DetailLevel)
+	if err != nil {
+		return jupyter.InspectReply{}, err
+	}
+	return jupyter.InspectReply{Found: r.Found, Data: jupyter.Bundle(r.Data), Metadata: r.Metadata}, nil
 }
 
 func (b *kernelBackend) IsComplete(ctx context.Context, req jupyter.IsCompleteRequest) (jupyter.IsCompleteReply, error) {
-	return jupyter.IsCompleteReply{Status: "unknown"}, nil
+	r, err := b.session().IsComplete(ctx, req.Code)
+	if err != nil {
+		return jupyter.IsCompleteReply{}, err
+	}
+	return jupyter.IsCompleteReply{Status: r.Status, Indent: r.Indent}, nil
 }
 
 // History answers from the session's history: line numbers are its seqs.
