@@ -133,7 +133,7 @@ class Clients(unittest.TestCase):
         self.assertEqual(of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"], "1")
 
     def test_figure_is_display_data(self):
-        reply, msgs = run(self.kc, "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nNone")
+        reply, msgs = run(self.kc, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nNone")
         self.assertEqual(reply["status"], "ok", reply)
         shown = of_type(msgs, "display_data")
         self.assertEqual(len(shown), 1, [m["msg_type"] for m in msgs])
