@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
@@ -34,6 +35,9 @@ type PathInfo struct {
 	Exists bool
 	IsDir  bool
 	Size   int64
+	// Link is the target of a path that is a symbolic link (its last element; the engine
+	// follows links before it), as the link says it; empty for anything else.
+	Link string
 }
 
 // Stat describes path in the session's container (running or not).
@@ -45,7 +49,14 @@ func (m *Manager) Stat(ctx context.Context, session, path string) (PathInfo, err
 		}
 		return PathInfo{}, fmt.Errorf("stat %s in session %q: %w", path, session, err)
 	}
-	return PathInfo{Exists: true, IsDir: st.Mode.IsDir(), Size: st.Size}, nil
+	info := PathInfo{Exists: true, IsDir: st.Mode.IsDir(), Size: st.Size}
+	if st.Mode&os.ModeSymlink != 0 {
+		info.Link = st.LinkTarget
+		if info.Link == "" {
+			info.Link = "?" // a link whose target the engine did not say: never taken for a folder
+		}
+	}
+	return info, nil
 }
 
 // Logs returns what `docker logs` shows of the session's container (the agent's own stdout and

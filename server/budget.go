@@ -111,7 +111,7 @@ func (s *Server) outputs(r *http.Request, name string, outs []history.Output) []
 // readOne reads one regular file of the session through the engine (running or not) when it
 // holds at most max bytes; a larger one gives nil data and its size, unread.
 func (s *Server) readOne(r *http.Request, name, path string, max int64) ([]byte, int64, error) {
-	abs, err := session.ResolvePath(path)
+	abs, err := s.cfg.Client.ResolveRead(r.Context(), name, path)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -128,6 +128,9 @@ func (s *Server) readOne(r *http.Request, name, path string, max int64) ([]byte,
 		}
 		if hdr.Typeflag != tar.TypeReg {
 			continue
+		}
+		if hdr.Uid != session.SessionUID {
+			return nil, 0, notTheUsers(path, hdr)
 		}
 		if hdr.Size > max {
 			return nil, hdr.Size, nil

@@ -56,7 +56,9 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 		fail(w, err)
 		return
 	}
-	abs, err := session.ResolvePath(p)
+	// Every link on the way is followed inside the workspace only (the engine's copy would
+	// follow them as root, into the runtime's state).
+	abs, err := s.cfg.Client.ResolveRead(ctx, name, p)
 	if err != nil {
 		fail(w, err)
 		return
@@ -139,6 +141,10 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 			fail(w, fmt.Errorf("%w path %q: not a regular file (a link?); copy the file it names", session.ErrInvalid, p))
 			return
 		}
+		if hdr.Uid != session.SessionUID {
+			fail(w, notTheUsers(p, hdr))
+			return
+		}
 		if hdr.Size > s.cfg.MaxDownload {
 			tooLarge(hdr.Size, false)
 			return
@@ -163,6 +169,10 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 		}
 		if err != nil {
 			fail(w, fmt.Errorf("read %s from session %s: %w", p, name, err))
+			return
+		}
+		if keep(hdr) && hdr.Uid != session.SessionUID {
+			fail(w, notTheUsers(p, hdr))
 			return
 		}
 		if keep(hdr) && hdr.Typeflag == tar.TypeReg {
@@ -193,6 +203,10 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 		}
 		if !keep(hdr) {
 			continue
+		}
+		if hdr.Uid != session.SessionUID {
+			fail(w, notTheUsers(p, hdr)) // it changed between the passes
+			return
 		}
 		if hdr.Typeflag == tar.TypeReg {
 			if left -= hdr.Size; left < 0 {
@@ -248,4 +262,11 @@ type deadlineWriter struct {
 func (d deadlineWriter) Write(p []byte) (int, error) {
 	d.deadline()
 	return d.w.Write(p)
+}
+
+// notTheUsers refuses an entry that the session user does not own: what a read out of a
+// session sends is the session's own, never the root-owned state a link swapped in at the
+// last moment would lead to.
+func notTheUsers(p string, hdr *tar.Header) error {
+	return fmt.Errorf("%w path %q: %s belongs to uid %d, not to the session's user: not the session's own (a link out of the workspace?)", session.ErrInvalid, p, hdr.Name, hdr.Uid)
 }

@@ -303,6 +303,8 @@ func classify(err error) (int, string) {
 		return http.StatusServiceUnavailable, "unavailable"
 	case errors.Is(err, session.ErrNoImage):
 		return http.StatusServiceUnavailable, "no_image"
+	case errors.Is(err, session.ErrNoAnswer):
+		return http.StatusGatewayTimeout, "no_answer"
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout, "timeout"
 	}

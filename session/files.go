@@ -108,7 +108,7 @@ func (c *Client) CopyFromWith(ctx context.Context, name, src, dst string, o Copy
 	if _, err := c.ensureContainer(ctx, name); err != nil {
 		return err
 	}
-	abs, err := ResolvePath(src)
+	abs, err := c.ResolveRead(ctx, name, src)
 	if err != nil {
 		return err
 	}
@@ -140,7 +140,7 @@ func (c *Client) CopyFromWith(ctx context.Context, name, src, dst string, o Copy
 		return err
 	}
 	defer rc.Close()
-	_, err = tarsafe.ExtractWith(rc, dir, tarsafe.Options{Rename: rename, MaxBytes: o.MaxSize, Base: path.Dir(abs), SkipDeep: o.SkipDeep, OnDeep: o.OnSkipped})
+	_, err = tarsafe.ExtractWith(rc, dir, tarsafe.Options{Rename: rename, MaxBytes: o.MaxSize, Base: path.Dir(abs), SkipDeep: o.SkipDeep, OnDeep: o.OnSkipped, Owner: SessionUID})
 	if errors.Is(err, tarsafe.ErrTooLarge) {
 		return fmt.Errorf("%w copy of %s: %w", ErrInvalid, src, err)
 	}

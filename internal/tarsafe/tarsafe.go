@@ -66,6 +66,10 @@ type Options struct {
 	Base     string
 	SkipDeep bool
 	OnDeep   func(dir string)
+	// Owner, when above 0, refuses every entry whose owner (the header's uid) is another:
+	// what a copy out of a session reads is the session user's own, never the runtime's
+	// root-owned state that a link swapped in at the last moment would lead to.
+	Owner int
 }
 
 // Extract reads tar entries from r and writes them under dst, which must exist (see Options
@@ -130,6 +134,9 @@ func ExtractWith(r io.Reader, dst string, o Options) (n int, err error) {
 		}
 		if o.Keep != nil && !o.Keep(name, h) {
 			continue
+		}
+		if o.Owner > 0 && h.Uid != o.Owner {
+			return x.files, fmt.Errorf("%w: %s belongs to uid %d, not to the session's user (%d): it is not the session's own (a link that leads out of the workspace?)", ErrUnsafe, name, h.Uid, o.Owner)
 		}
 		switch h.Typeflag {
 		case tar.TypeDir:
