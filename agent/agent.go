@@ -144,6 +144,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	info.Messages = append(msgs, info.Messages...)
 	a.setRestore(info)
+	a.loadClaim()
 	return a, nil
 }
 

@@ -51,6 +51,9 @@ type driverRequest struct {
 	Sync   string `json:"sync,omitempty"`
 	EnvB64 string `json:"env_b64,omitempty"`
 	Cwd    string `json:"cwd,omitempty"`
+	// Session is the session's name: a claimed warm pool member's interpreter, started under
+	// the member's, takes it as RUNTIMECTL_SESSION from the first execution on.
+	Session string `json:"session,omitempty"`
 
 	// complete, inspect (Code too), is_complete
 	CursorPos   *int `json:"cursor_pos,omitempty"`

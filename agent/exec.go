@@ -120,6 +120,9 @@ func (a *Agent) startExec(ctx context.Context, j *job) *execution {
 	}
 	x.reqID = fmt.Sprintf("x%d", x.seq)
 	req := execRequest(x.reqID, x.seq, x.code, nonce, sync, j.req.Env, j.req.Workdir)
+	// The session's name goes with every execution: a warm pool's member that a start claimed
+	// has its interpreter started under the member's, and takes the session's from the first.
+	req.Session = a.sessionName()
 	if err := x.k.send(req); err != nil {
 		x.crash()
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -139,6 +140,22 @@ func startKernel(cfg Config, restore *os.File, readyTimeout time.Duration) (*ker
 		cmd.ExtraFiles = append(cmd.ExtraFiles, restore)
 		env = append(env, "RUNTIMECTL_RESTORE_FD=6")
 	}
+	// The preload is handed over on a pipe that the driver reads and closes, not in the
+	// environment (which /proc/PID/environ shows for the interpreter's whole life).
+	if cfg.Preload != "" {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			closeChildEnds()
+			return nil, err
+		}
+		childEnds = append(childEnds, pr)
+		env = append(env, fmt.Sprintf("RUNTIMECTL_PRELOAD_FD=%d", 3+len(cmd.ExtraFiles)))
+		cmd.ExtraFiles = append(cmd.ExtraFiles, pr)
+		go func() {
+			_, _ = io.WriteString(pw, cfg.Preload)
+			pw.Close()
+		}()
+	}
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if cfg.UID >= 0 {
@@ -212,9 +229,6 @@ func kernelEnv(cfg Config) []string {
 		"RUNTIMECTL_OUTPUTS="+cfg.Workdir+"/outputs",
 		"RUNTIMECTL_SESSION="+cfg.Session,
 	)
-	if cfg.Preload != "" {
-		env = append(env, "RUNTIMECTL_PRELOAD="+cfg.Preload) // the driver takes it out of its environment
-	}
 	return append(env, cfg.KernelEnv...) // later entries win (os/exec keeps the last of a key)
 }
 

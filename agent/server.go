@@ -88,6 +88,7 @@ func (a *Agent) serveConn(c io.ReadWriteCloser) {
 				if req.Name == "" || !a.claimedAs.CompareAndSwap(nil, &req.Name) {
 					_ = sc.SendError(f.ID, "claimed", "this pool member is another start's, or has no name to take")
 				} else {
+					a.recordClaim(req.Name)
 					_ = sc.SendJSON(execproto.TypeReply, f.ID, execproto.ClaimReply{Claimed: true})
 				}
 			case execproto.OpInterrupt:

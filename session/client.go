@@ -296,8 +296,9 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 		return nil, info, err
 	}
 	ci, err := c.ctr.Inspect(ctx, spec.Name)
-	if err == nil && !ci.Running && !ci.StateMounted {
-		// Made before sessions had a state volume: made again with one (createContainer).
+	if err == nil && !ci.Running && remake(ci) {
+		// Made before sessions had a state volume, or made as a warm pool's member: made again
+		// with a state volume and the session's own settings (createContainer).
 		if err := c.ctr.Remove(ctx, spec.Name, true); err != nil {
 			return nil, info, err
 		}
@@ -509,7 +510,7 @@ func (c *Client) ensureContainer(ctx context.Context, name string) (containers.I
 		return containers.Info{}, err
 	}
 	ci, err := c.ctr.Inspect(ctx, name)
-	if err == nil && !ci.Running && !ci.StateMounted {
+	if err == nil && !ci.Running && remake(ci) {
 		if err := c.ctr.Remove(ctx, name, true); err != nil {
 			return containers.Info{}, err
 		}

@@ -478,6 +478,9 @@ __rt_prepare_exec() {
 	# The execution's own working directory and environment (`exec -w -e`), put back by
 	# __rt_finish (the agent checked that the directory exists).
 	__rt_undo=
+	if [[ -n ${__rt_req[session]-} && ${RUNTIMECTL_SESSION-} != "${__rt_req[session]}" ]]; then
+		export RUNTIMECTL_SESSION=${__rt_req[session]} # a claimed pool member: its name from then on
+	fi
 	if [[ -n ${__rt_req[cwd]-} ]]; then
 		__rt_undo="builtin cd -- $(printf '%q' "$PWD") 2>/dev/null; "
 		builtin cd -- "${__rt_req[cwd]}" 2>/dev/null || __rt_undo=

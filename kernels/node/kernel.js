@@ -631,6 +631,9 @@ function recordDefs(prep, file) {
 function execEnv(req) {
   const saved = [];
   let cwd = null;
+  if (typeof req.session === 'string' && req.session !== '' && process.env.RUNTIMECTL_SESSION !== req.session) {
+    process.env.RUNTIMECTL_SESSION = req.session; // a warm pool's member, claimed: its name from then on
+  }
   if (typeof req.cwd === 'string' && req.cwd !== '') {
     cwd = process.cwd();
     process.chdir(req.cwd);

@@ -760,6 +760,11 @@ class Kernel:
         if not code:
             return
         out, err = sys.stdout, sys.stderr
+        env = dict(os.environ)
+        try:
+            tmp = set(os.listdir("/tmp"))
+        except OSError:
+            tmp = None
         try:
             with open(os.devnull, "w") as null:
                 sys.stdout = sys.stderr = null
@@ -768,11 +773,51 @@ class Kernel:
             pass
         finally:
             sys.stdout, sys.stderr = out, err
+        # What the preload changed besides its modules is not the session's: its environment
+        # and the files it left in /tmp go (a claimed member starts as a new session would).
+        if os.environ != env:
+            os.environ.clear()
+            os.environ.update(env)
+        if tmp is not None:
+            import shutil
+            try:
+                left = set(os.listdir("/tmp")) - tmp
+            except OSError:
+                left = ()
+            for n in left:
+                p = os.path.join("/tmp", n)
+                try:
+                    if os.path.isdir(p) and not os.path.islink(p):
+                        shutil.rmtree(p, ignore_errors=True)
+                    else:
+                        os.unlink(p)
+                except OSError:
+                    pass
+
+    @staticmethod
+    def read_preload():
+        """The preload code, handed over on a descriptor (RUNTIMECTL_PRELOAD_FD) that is read
+        and closed here: never in the environment, where /proc/self/environ would keep it."""
+        fd = os.environ.pop("RUNTIMECTL_PRELOAD_FD", None)
+        if not fd:
+            return ""
+        try:
+            fd = int(fd)
+            chunks = []
+            while True:
+                b = os.read(fd, 1 << 16)
+                if not b:
+                    break
+                chunks.append(b)
+            os.close(fd)
+            return b"".join(chunks).decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
 
     # ----------------------------------------------------------------- main loop
     def serve(self):
         restored, failed, copies = [], [], []
-        self.preload(os.environ.pop("RUNTIMECTL_PRELOAD", ""))
+        self.preload(self.read_preload())
         rfd = os.environ.pop("RUNTIMECTL_RESTORE_FD", None)
         if rfd:
             restored, failed, copies = self.restore(rfd)
@@ -902,6 +947,10 @@ class Kernel:
         """Sets an execution's own environment and working directory (`exec -e -w`) and
         returns what puts them back."""
         saved, cwd = [], None
+        name = req.get("session")
+        if name and os.environ.get("RUNTIMECTL_SESSION") != name:
+            # A warm pool's member claimed by a session: its name from then on.
+            os.environ["RUNTIMECTL_SESSION"] = name
         want = req.get("cwd")
         if want:                                 # first: the one step that can fail
             try:

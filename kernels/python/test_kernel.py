@@ -197,7 +197,7 @@ class _Snapshots(threading.Thread):
 
 
 class Kernel:
-    def __init__(self, restore=None, env=None, cwd=None, seq=0, stall_snapshots=False):
+    def __init__(self, restore=None, env=None, cwd=None, seq=0, stall_snapshots=False, preload=None):
         self.tmp = tempfile.TemporaryDirectory(prefix="ktest-")
         req_r, self.req_w = os.pipe()
         self.evt_r, evt_w = os.pipe()
@@ -210,6 +210,13 @@ class Kernel:
                 f.write(restore)
             rfile = os.open(path, os.O_RDONLY)
             child[6] = rfile
+        pfile = None
+        if preload is not None:
+            # As the agent does: on a pipe, at the next descriptor.
+            pfile, pw = os.pipe()
+            os.write(pw, preload.encode())
+            os.close(pw)
+            child[7 if restore is not None else 6] = pfile
 
         def pre():
             for n, fd in child.items():
@@ -223,13 +230,15 @@ class Kernel:
         e.pop("RUNTIMECTL_RESTORE_FD", None)
         if restore is not None:
             e["RUNTIMECTL_RESTORE_FD"] = "6"
+        if preload is not None:
+            e["RUNTIMECTL_PRELOAD_FD"] = "7" if restore is not None else "6"
         e.update(env or {})
         self.t_start = time.monotonic()
         self.proc = subprocess.Popen([sys.executable, KERNEL], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      preexec_fn=pre, close_fds=False, start_new_session=True,
                                      env=e, cwd=cwd or self.tmp.name)
-        for fd in (req_r, evt_w, snap_w) + ((rfile,) if rfile is not None else ()):
+        for fd in (req_r, evt_w, snap_w) + ((rfile,) if rfile is not None else ()) + ((pfile,) if pfile is not None else ()):
             os.close(fd)
         self.out = _Stream(self.proc.stdout.fileno())
         self.err = _Stream(self.proc.stderr.fileno())
@@ -340,18 +349,22 @@ class KernelTestCase(unittest.TestCase):
 
 class TestPreload(unittest.TestCase):
     def test_preload_loads_modules_not_names(self):
-        k = Kernel(env={"RUNTIMECTL_PRELOAD": "import json, decimal as dec\nprint('hidden')\nwarm = 1"})
+        k = Kernel(preload="import json, decimal as dec, os\nprint('hidden')\nwarm = 1\nos.environ['FROM_PRELOAD'] = '1'\nopen('/tmp/ktest-preload-file-%d' % os.getpid(), 'w').close()")
         try:
             done, out, err = k.exec("import sys\n('json' in sys.modules, 'decimal' in sys.modules, 'warm' in dir(), 'dec' in dir())")
             self.assertEqual(done["result"], "(True, True, False, False)")
             self.assertEqual(out, "", "the preload's output is dropped")
-            done, out, _ = k.exec("import os; os.environ.get('RUNTIMECTL_PRELOAD')")
-            self.assertIsNone(done["result"], "the code does not see the preload in its environment")
+            done, out, _ = k.exec("import os; [k for k in os.environ if 'PRELOAD' in k]")
+            self.assertEqual(done["result"], "[]", "neither the preload nor its environment changes are the code's")
+            done, out, _ = k.exec("b'PRELOAD' in open('/proc/self/environ', 'rb').read()")
+            self.assertEqual(done["result"], "False", "the preload is in no environment")
+            done, out, _ = k.exec("import os; [n for n in os.listdir('/tmp') if n == 'ktest-preload-file-%d' % os.getpid()]")
+            self.assertEqual(done["result"], "[]", "what the preload left in /tmp is gone")
         finally:
             k.close()
 
     def test_a_failing_preload_leaves_a_usable_interpreter(self):
-        k = Kernel(env={"RUNTIMECTL_PRELOAD": "import no_such_module_here"})
+        k = Kernel(preload="import no_such_module_here")
         try:
             done, _, _ = k.exec("1 + 1")
             self.assertEqual(done["result"], "2")
