@@ -52,6 +52,7 @@ type Agent struct {
 
 	diskUsed atomic.Int64  // the workspace's size as last measured; -1 before the first
 	diskKick chan struct{} // asks the disk watchdog for a measurement
+	disk     diskState     // entries, the state volume, a stop past the cap (diskcap.go)
 
 	mu       sync.Mutex // guards the fields below, read by connections
 	restore  execproto.RestoreInfo
@@ -98,7 +99,8 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := snapshot.OpenStore(cfg.StateDir, cfg.KeepSnapshots)
+	log.SetLimit(cfg.HistoryMax)
+	store, err := snapshot.OpenStore(cfg.StateDir, cfg.KeepSnapshots, snapshot.WithMaxBytes(cfg.SnapshotMaxBytes))
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +118,7 @@ func New(cfg Config) (*Agent, error) {
 		loadFailures: map[string]int{},
 	}
 	a.diskUsed.Store(-1)
+	a.disk.state.Store(-1)
 	var msgs []string
 	msgs = append(msgs, log.Repairs()...)
 	for _, p := range log.Problems() {
@@ -206,6 +209,9 @@ func (a *Agent) Status() execproto.Status {
 		KernelRestarts: a.restarts,
 		DiskUsed:       a.diskUsed.Load(),
 		DiskLimit:      a.cfg.DiskLimit,
+		DiskEntries:    a.disk.entries.Load(),
+		EntryLimit:     a.cfg.entryLimit(),
+		StateUsed:      a.disk.state.Load(),
 	}
 	if !a.lastExec.IsZero() {
 		st.LastExec = a.lastExec.UTC().Format(time.RFC3339Nano)

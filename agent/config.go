@@ -33,6 +33,11 @@ type Config struct {
 	// DiskLimit caps the bytes the workspace may take: past it, measured by a watchdog (du.go),
 	// executions are refused unless they ask to ignore it. 0: no cap.
 	DiskLimit int64
+	// HistoryMax bounds history.jsonl on the state volume (the oldest executions are cut, with
+	// a note); SnapshotMaxBytes bounds the snapshots kept there (the oldest are pruned past it,
+	// never the newest). 0: DefaultHistoryMax, DefaultSnapshotMaxBytes.
+	HistoryMax       int64
+	SnapshotMaxBytes int64
 	// Settings is the session's settings document as the controller passed it; the agent keeps
 	// it in StateDir/session.json.
 	Settings []byte
@@ -43,6 +48,12 @@ type Config struct {
 	Version   string
 	Logger    *slog.Logger
 }
+
+// The state volume's meters: what the history and the snapshots may take on it.
+const (
+	DefaultHistoryMax       = 32 << 20
+	DefaultSnapshotMaxBytes = 4 << 30
+)
 
 func (c *Config) setDefaults() {
 	if c.StateDir == "" {
@@ -71,6 +82,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.SnapshotBudget <= 0 {
 		c.SnapshotBudget = 5 * time.Minute
+	}
+	if c.HistoryMax <= 0 {
+		c.HistoryMax = DefaultHistoryMax
+	}
+	if c.SnapshotMaxBytes <= 0 {
+		c.SnapshotMaxBytes = DefaultSnapshotMaxBytes
 	}
 	if c.QueueLimit <= 0 {
 		c.QueueLimit = 256

@@ -151,18 +151,26 @@ func (a *Agent) diskWatch(ctx context.Context) {
 	for {
 		t := time.Now()
 		u, err := MeasureTree(a.cfg.Workdir)
-		took := time.Since(t)
 		if err != nil {
 			a.cfg.Logger.Warn("measure the workspace", "err", err)
 		} else {
 			a.diskUsed.Store(u.Bytes)
+			a.disk.entries.Store(u.Entries)
+			a.checkDiskCap()
 		}
-		next := t.Add(diskCost * took)
+		if su, err := MeasureTree(a.cfg.StateDir); err == nil {
+			a.disk.state.Store(su.Bytes)
+		}
+		next := t.Add(diskCost * time.Since(t))
+		every := diskEvery
+		if a.diskNear() {
+			every = diskNearEvery
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.diskKick:
-		case <-time.After(diskEvery):
+		case <-time.After(every):
 		}
 		if d := time.Until(next); d > 0 {
 			select {
@@ -185,10 +193,9 @@ func (a *Agent) kickDisk() {
 
 // diskRefusal returns why an execution is refused for the disk cap, or "".
 func (a *Agent) diskRefusal(req execproto.Request) string {
-	used, limit := a.diskUsed.Load(), a.cfg.DiskLimit
-	if limit <= 0 || used <= limit || req.IgnoreDiskCap {
+	why := a.diskOverWhy()
+	if why == "" || req.IgnoreDiskCap {
 		return ""
 	}
-	return fmt.Sprintf("the workspace takes %s, past the session's disk cap of %s: executions are refused until it is under it; free space with code that deletes files, run past the cap, or copy out what you need and remove the session",
-		humanBytes(used), humanBytes(limit))
+	return why + ": executions are refused until it is under it; free space with code that deletes files, run past the cap, or copy out what you need and remove the session"
 }

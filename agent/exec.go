@@ -54,6 +54,7 @@ type execution struct {
 	violation string          // how the driver broke the kernel protocol: treated as a crash
 	nonceSeen time.Time       // when both streams had ended with no done event yet
 	pidsFull  bool            // the container's pids limit stayed reached: everything was killed
+	diskOver  string          // the workspace passed its cap: everything was killed, and why
 	snapID    string          // the snapshot to ask for once the result is sent
 	ended     bool            // the code's end was seen: no more events for it
 
@@ -154,6 +155,9 @@ func (x *execution) tick() {
 	switch {
 	case x.a.pids.exhausted():
 		x.pidsFull = true
+		x.crash()
+	case x.diskOver == "" && !x.j.req.IgnoreDiskCap && x.a.disk.stop.Load() != nil:
+		x.diskOver = x.a.takeDiskStop()
 		x.crash()
 	case x.k.eventsClosed() && time.Since(x.k.closedAt) > exitGrace && x.k.alive():
 		x.violation = "it closed its event pipe"
@@ -256,6 +260,10 @@ func (x *execution) crash() {
 		k.kill()
 		why = a.pids.reason()
 		a.pids.reset()
+	case x.diskOver != "":
+		res.Status = execproto.StatusCrashed
+		k.kill()
+		why = x.diskOver
 	case x.reason == execproto.StatusTimeout:
 		res.Status = execproto.StatusTimeout
 		why = fmt.Sprintf("the code ran past its timeout of %s and did not stop within %s of the interrupt; the interpreter was restarted", time.Duration(x.j.req.TimeoutMs)*time.Millisecond, a.cfg.Grace)

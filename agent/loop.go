@@ -125,6 +125,11 @@ func (a *Agent) idle(ctx context.Context) {
 		a.pids.reset()
 		a.recoverKernel(why, a.noteRecovery(why))
 		return
+	case a.disk.stop.Load() != nil && a.sched.inflight == nil:
+		why := a.takeDiskStop()
+		k.kill() // the interpreter and every process of the session user
+		a.recoverKernel(why, a.noteRecovery(why))
+		return
 	}
 	if a.stopping {
 		if !a.closing {

@@ -124,7 +124,7 @@ func newCmdStats(f *Factory) *cobra.Command {
 func printStats(f *Factory, name string, st session.Stats, header bool) {
 	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
 	if header {
-		fmt.Fprintln(tw, "NAME\tCPU %\tMEM USAGE / LIMIT\tPIDS\tDISK / CAP")
+		fmt.Fprintln(tw, "NAME\tCPU %\tMEM USAGE / LIMIT\tPIDS\tDISK / CAP\tSTATE")
 	}
 	disk := "-"
 	if st.DiskUsed >= 0 {
@@ -133,6 +133,10 @@ func printStats(f *Factory, name string, st session.Stats, header bool) {
 	if st.DiskLimit > 0 {
 		disk += " / " + humanSize(st.DiskLimit)
 	}
-	fmt.Fprintf(tw, "%s\t%.1f%%\t%s / %s\t%d / %d\t%s\n", name, st.CPUPercent, humanSize(st.MemoryBytes), humanSize(st.MemoryLimit), st.Pids, st.PidsLimit, disk)
+	state := "-"
+	if st.StateUsed >= 0 {
+		state = humanSize(st.StateUsed)
+	}
+	fmt.Fprintf(tw, "%s\t%.1f%%\t%s / %s\t%d / %d\t%s\t%s\n", name, st.CPUPercent, humanSize(st.MemoryBytes), humanSize(st.MemoryLimit), st.Pids, st.PidsLimit, disk, state)
 	_ = tw.Flush()
 }

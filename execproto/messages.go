@@ -178,6 +178,12 @@ type Status struct {
 	// cap (0: none).
 	DiskUsed  int64 `json:"disk_used"`
 	DiskLimit int64 `json:"disk_limit,omitempty"`
+	// DiskEntries is the workspace's files, folders and links as last measured, EntryLimit
+	// their cap; StateUsed is the state volume's size (history, snapshots) as last measured
+	// (-1: not yet; 0 from agents before it).
+	DiskEntries int64 `json:"disk_entries,omitempty"`
+	EntryLimit  int64 `json:"entry_limit,omitempty"`
+	StateUsed   int64 `json:"state_used,omitempty"`
 }
 
 // SnapshotReply is the reply to OpSnapshot.

@@ -30,6 +30,11 @@ type Log struct {
 	repairs  []string
 	// lastSaved is the newest record that says a snapshot was saved.
 	lastSaved Record
+	// limit bounds the file (SetLimit, cut.go); cuts counts the cuts, noCutBefore delays the
+	// next try after one that found nothing to cut.
+	limit       int64
+	cuts        int
+	noCutBefore int64
 }
 
 // Open opens the history file at path for appending, creating it (mode
@@ -229,6 +234,7 @@ func (l *Log) appendRecord(r Record, sync bool) error {
 	if !sync {
 		l.size += int64(n)
 		l.note(r)
+		l.cutAfterEnd(r)
 		return nil
 	}
 	if err := l.f.Sync(); err != nil {
@@ -239,7 +245,16 @@ func (l *Log) appendRecord(r Record, sync bool) error {
 	}
 	l.size += int64(n)
 	l.note(r)
+	l.cutAfterEnd(r)
 	return nil
+}
+
+// cutAfterEnd cuts the file past its limit after an end record (never between an execution's
+// start and end). A cut that fails leaves the file as it was, to be tried after the next.
+func (l *Log) cutAfterEnd(r Record) {
+	if r.Kind == KindEnd && l.limit > 0 && l.size > l.limit {
+		_ = l.cutLocked()
+	}
 }
 
 // Reserve returns the next seq and moves the counter on, so that the seq is

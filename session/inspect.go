@@ -105,6 +105,11 @@ type Stats struct {
 	// DiskLimit its cap.
 	DiskUsed  int64 `json:"disk_used"`
 	DiskLimit int64 `json:"disk_limit"`
+	// DiskEntries counts the workspace's files, folders and links, EntryLimit caps them;
+	// StateUsed is the state volume's size (history and snapshots; -1: not measured).
+	DiskEntries int64 `json:"disk_entries"`
+	EntryLimit  int64 `json:"entry_limit"`
+	StateUsed   int64 `json:"state_used"`
 }
 
 // Stats samples a running session: CPU, memory and processes from the engine, the
@@ -124,11 +129,15 @@ func (c *Client) Stats(ctx context.Context, name string) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	out := Stats{Stats: cs, DiskUsed: -1}
+	out := Stats{Stats: cs, DiskUsed: -1, StateUsed: -1}
 	s := &Session{c: c, name: name}
 	if err := s.connect(ctx); err == nil {
 		if st, err := s.Status(ctx); err == nil {
 			out.DiskUsed, out.DiskLimit = st.DiskUsed, st.DiskLimit
+			out.DiskEntries, out.EntryLimit = st.DiskEntries, st.EntryLimit
+			if st.StateUsed != 0 {
+				out.StateUsed = st.StateUsed
+			}
 		}
 		s.Close()
 	}

@@ -36,7 +36,15 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type Option func(*options)
 
 type options struct {
-	logger *slog.Logger
+	logger   *slog.Logger
+	maxBytes int64
+}
+
+// WithMaxBytes bounds the bytes of the snapshots a store keeps (0: no bound): Commit prunes
+// the oldest past it too, never the one just committed, so one snapshot larger than the bound
+// is kept alone.
+func WithMaxBytes(n int64) Option {
+	return func(o *options) { o.maxBytes = n }
 }
 
 // WithLogger sets where the store reports what it cleans up and prunes, and
@@ -57,6 +65,7 @@ type Store struct {
 	manifests string
 	data      string
 	keep      int
+	maxBytes  int64
 	log       *slog.Logger
 }
 
@@ -79,6 +88,7 @@ func OpenStore(dir string, keep int, opts ...Option) (*Store, error) {
 		manifests: filepath.Join(dir, manifestDir),
 		data:      filepath.Join(dir, dataDir),
 		keep:      keep,
+		maxBytes:  o.maxBytes,
 		log:       o.logger,
 	}
 	for _, d := range []string{s.manifests, s.data} {
@@ -310,10 +320,25 @@ func writeFileAtomic(dir, name string, b []byte) error {
 // which OpenStore removes, never a manifest without its data.
 func (s *Store) prune(justCommitted string) {
 	ms, _ := s.List()
-	if len(ms) <= s.keep {
+	var old []Manifest
+	if len(ms) > s.keep {
+		old, ms = ms[:len(ms)-s.keep], ms[len(ms)-s.keep:]
+	}
+	if s.maxBytes > 0 {
+		// Newest first, the ones that fit in the bound (the one just committed always does).
+		var total int64
+		for i := len(ms) - 1; i >= 0; i-- {
+			total += ms[i].SizeBytes
+			if total > s.maxBytes && ms[i].ID != justCommitted {
+				old = append(old, ms[:i+1]...)
+				break
+			}
+		}
+	}
+	if len(old) == 0 {
 		return
 	}
-	for _, m := range ms[:len(ms)-s.keep] {
+	for _, m := range old {
 		if m.ID == justCommitted {
 			continue
 		}
