@@ -220,6 +220,11 @@ func (a *Agent) begin(ctx context.Context, j *job) {
 			a.end(j)
 			return
 		}
+		if j.req.IgnoreDiskCap {
+			// The code is to free space: a stop asked before it is dropped (the watchdog asks
+			// again if the workspace still grows).
+			a.disk.stop.Store(nil)
+		}
 		if why := a.diskRefusal(j.req); why != "" {
 			_ = j.conn.SendError(j.id, contract.DiskCapCode, why)
 			a.end(j)

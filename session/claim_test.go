@@ -44,7 +44,7 @@ func TestAClaimedSessionCarriesNothingOfItsMaking(t *testing.T) {
 json.dumps({
   "env": os.environ.get("RUNTIMECTL_SESSION"),
   "child": subprocess.run(["sh", "-c", "echo $RUNTIMECTL_SESSION"], capture_output=True, text=True).stdout.strip(),
-  "proc_preload": b"RUNTIMECTL_PRELOAD" in open("/proc/self/environ", "rb").read(),
+  "proc_preload": b"PRELOAD_WAS_HERE" in open("/proc/self/environ", "rb").read(),
   "env_preload": [k for k in os.environ if "PRELOAD" in k],
   "tmp": sorted(n for n in os.listdir("/tmp") if n.startswith("preload")),
   "json": "json" in sys.modules,

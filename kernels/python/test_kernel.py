@@ -356,7 +356,7 @@ class TestPreload(unittest.TestCase):
             self.assertEqual(out, "", "the preload's output is dropped")
             done, out, _ = k.exec("import os; [k for k in os.environ if 'PRELOAD' in k]")
             self.assertEqual(done["result"], "[]", "neither the preload nor its environment changes are the code's")
-            done, out, _ = k.exec("b'PRELOAD' in open('/proc/self/environ', 'rb').read()")
+            done, out, _ = k.exec("b'FROM_PRELOAD' in open('/proc/self/environ', 'rb').read()")
             self.assertEqual(done["result"], "False", "the preload is in no environment")
             done, out, _ = k.exec("import os; [n for n in os.listdir('/tmp') if n == 'ktest-preload-file-%d' % os.getpid()]")
             self.assertEqual(done["result"], "[]", "what the preload left in /tmp is gone")
