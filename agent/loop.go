@@ -125,7 +125,8 @@ func (a *Agent) idle(ctx context.Context) {
 		a.pids.reset()
 		a.recoverKernel(why, a.noteRecovery(why))
 		return
-	case a.disk.stop.Load() != nil && a.sched.inflight == nil:
+	case a.disk.stop.Load() != nil && a.sched.inflight == nil && !a.sched.autoDue():
+		// (After the snapshot that follows the last execution: its state is kept.)
 		why := a.takeDiskStop()
 		k.kill() // the interpreter and every process of the session user
 		a.recoverKernel(why, a.noteRecovery(why))
@@ -219,11 +220,6 @@ func (a *Agent) begin(ctx context.Context, j *job) {
 			_ = j.conn.SendError(j.id, "bad_request", why)
 			a.end(j)
 			return
-		}
-		if j.req.IgnoreDiskCap {
-			// The code is to free space: a stop asked before it is dropped (the watchdog asks
-			// again if the workspace still grows).
-			a.disk.stop.Store(nil)
 		}
 		if why := a.diskRefusal(j.req); why != "" {
 			_ = j.conn.SendError(j.id, contract.DiskCapCode, why)

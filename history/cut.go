@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -86,8 +87,34 @@ func (l *Log) cutLocked() error {
 	if _, err := src.Seek(cutAt, io.SeekStart); err != nil {
 		return err
 	}
-	n, err := io.CopyN(out, src, l.size-cutAt)
-	if err != nil {
+	// The records kept, but those of executions before the cut that came late (the state
+	// record of a snapshot that ended after the next execution began).
+	n := int64(0)
+	w := bufio.NewWriterSize(out, 64<<10)
+	sc = newLineScanner(io.LimitReader(src, l.size-cutAt), lineLimit)
+	for {
+		ln, err := sc.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if ln.tooLong {
+			continue
+		}
+		if seq, ok := seqOf(ln.data); ok && seq < first {
+			continue
+		}
+		if _, err := w.Write(ln.data); err != nil {
+			return err
+		}
+		if err := w.WriteByte('\n'); err != nil {
+			return err
+		}
+		n += int64(len(ln.data)) + 1
+	}
+	if err := w.Flush(); err != nil {
 		return err
 	}
 	if err := out.Sync(); err != nil {

@@ -23,6 +23,10 @@ func TestHistoryPastItsLimitIsCutAndSaysSo(t *testing.T) {
 	for seq := int64(1); seq <= 100; seq++ {
 		require.Equal(t, seq, l.Reserve())
 		require.NoError(t, l.AppendNoSync(Record{Kind: KindStart, Seq: seq, Code: "print()", Status: StatusRunning, Started: time.Now()}))
+		if seq > 1 {
+			// A snapshot of the one before that ended late, after this one began.
+			require.NoError(t, l.AppendNoSync(Record{Kind: KindState, Seq: seq - 1, State: &State{Status: StateSaved, Snapshot: "s"}}))
+		}
 		require.NoError(t, l.Append(Record{Kind: KindEnd, Seq: seq, Code: "print()", Status: StatusOK, Stdout: out}))
 		st, err := os.Stat(path)
 		require.NoError(t, err)
