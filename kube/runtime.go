@@ -34,6 +34,9 @@ func (b *Backend) Create(ctx context.Context, s backend.Spec) (backend.Info, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
+	if wantsEgress(s) && !egressReady {
+		return backend.Info{}, ErrEgressNotReady
+	}
 	if wantsEgress(s) {
 		if err := b.prepareEgress(ctx, s, pod); err != nil {
 			return backend.Info{}, err
