@@ -267,6 +267,14 @@ def complete(shell, code, cursor_pos):
         cursor_pos = len(code)
     with provisionalcompleter():
         comps = list(shell.Completer.completions(code, cursor_pos))
+        if not comps and shell.Completer.use_jedi:
+            # jedi answers nothing at all when it cannot write its cache (a HOME the session's
+            # user cannot write): IPython's own completer then, as with use_jedi off
+            shell.Completer.use_jedi = False
+            try:
+                comps = list(shell.Completer.completions(code, cursor_pos))
+            finally:
+                shell.Completer.use_jedi = True
     if comps:
         start = min(c.start for c in comps)
         end = max(c.end for c in comps)
