@@ -2,6 +2,7 @@ package server
 
 import (
 	"archive/tar"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -59,8 +60,9 @@ func (s *Server) maxOutput(name string, asked int64) (int64, error) {
 // outputs gives each rich output its bytes, within one budget for the reply: the bytes the
 // agent sent with the result count, and a file is read only when it fits what is left (its
 // size is read from the archive's header before its content). An output past the budget is
-// marked Omitted, with where to fetch it.
-func (s *Server) outputs(r *http.Request, name string, outs []history.Output) []richOutput {
+// marked Omitted, with where to fetch it. It also returns what is left of the budget, for the
+// displays (see displays).
+func (s *Server) outputs(r *http.Request, name string, outs []history.Output) ([]richOutput, int64) {
 	left := s.cfg.MaxRichOutputs
 	rich := make([]richOutput, 0, len(outs))
 	omit := func(ro *richOutput, size int64) {
@@ -105,7 +107,39 @@ func (s *Server) outputs(r *http.Request, name string, outs []history.Output) []
 		}
 		rich = append(rich, ro)
 	}
-	return rich
+	return rich, left
+}
+
+// displays keeps the displays of one reply within what is left of its rich budget: a display
+// whose data past text/plain would pass it keeps its text/plain only, and its metadata says
+// what was left out and where the whole is (the session's history: `runtimectl session
+// history NAME --format ipynb`, or GET .../history).
+func (s *Server) displays(name string, ds []history.Display, left int64) []history.Display {
+	out := make([]history.Display, 0, len(ds))
+	for _, d := range ds {
+		var n int64
+		for k, v := range d.Data {
+			if k != "text/plain" {
+				n += int64(len(v))
+			}
+		}
+		if n > 0 && n > left {
+			note, _ := json.Marshal(map[string]any{"runtimectl": map[string]any{"omitted": true, "problem": fmt.Sprintf(
+				"left out: the rich outputs of one reply are capped at %s in all (serve --max-rich-outputs), %s left and the display's data holds %s; its text/plain is kept, the whole display is in the session's history (GET /v1/sessions/%s/history?format=ipynb)",
+				human(s.cfg.MaxRichOutputs), human(max(left, 0)), human(n), name)}})
+			text := d.Data["text/plain"]
+			d.Data = map[string]json.RawMessage{}
+			if text != nil {
+				d.Data["text/plain"] = text
+			}
+			d.Metadata = note
+			left = 0
+		} else {
+			left -= n
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // readOne reads one regular file of the session through the engine (running or not) when it
@@ -129,7 +163,7 @@ func (s *Server) readOne(r *http.Request, name, path string, max int64) ([]byte,
 		if hdr.Typeflag != tar.TypeReg {
 			continue
 		}
-		if hdr.Uid != session.SessionUID {
+		if !s.cfg.Client.SessionOwns(r.Context(), hdr.Uid) {
 			return nil, 0, notTheUsers(path, hdr)
 		}
 		if hdr.Size > max {

@@ -141,7 +141,7 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 			fail(w, fmt.Errorf("%w path %q: not a regular file (a link?); copy the file it names", session.ErrInvalid, p))
 			return
 		}
-		if hdr.Uid != session.SessionUID {
+		if !s.cfg.Client.SessionOwns(r.Context(), hdr.Uid) {
 			fail(w, notTheUsers(p, hdr))
 			return
 		}
@@ -171,7 +171,7 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 			fail(w, fmt.Errorf("read %s from session %s: %w", p, name, err))
 			return
 		}
-		if keep(hdr) && hdr.Uid != session.SessionUID {
+		if keep(hdr) && !s.cfg.Client.SessionOwns(r.Context(), hdr.Uid) {
 			fail(w, notTheUsers(p, hdr))
 			return
 		}
@@ -204,7 +204,7 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, tok Token) {
 		if !keep(hdr) {
 			continue
 		}
-		if hdr.Uid != session.SessionUID {
+		if !s.cfg.Client.SessionOwns(r.Context(), hdr.Uid) {
 			fail(w, notTheUsers(p, hdr)) // it changed between the passes
 			return
 		}

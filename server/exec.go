@@ -236,7 +236,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, tok Token) {
 	}
 	s.metrics.execs.WithLabelValues(string(res.Status)).Inc()
 	s.metrics.latency.Observe(time.Since(start).Seconds())
-	rep := execReply{Result: res, Outputs: s.outputs(r, name, res.Outputs), Streamed: stream}
+	outs, left := s.outputs(r, name, res.Outputs)
+	res.Displays = s.displays(name, res.Displays, left)
+	rep := execReply{Result: res, Outputs: outs, Streamed: stream}
 	if !stream {
 		writeJSON(w, http.StatusOK, rep)
 		return

@@ -126,6 +126,15 @@ func TestTheServersMemoryIsBoundedWhateverTheClientAsks(t *testing.T) {
 			Omitted bool   `json:"omitted"`
 			Problem string `json:"problem"`
 		} `json:"outputs"`
+		Displays []struct {
+			Data     map[string]json.RawMessage `json:"data"`
+			Metadata struct {
+				Runtimectl struct {
+					Omitted bool   `json:"omitted"`
+					Problem string `json:"problem"`
+				} `json:"runtimectl"`
+			} `json:"metadata"`
+		} `json:"displays"`
 	}
 	resetPeak(t)
 	st, raw = a.do("POST", "/v1/sessions/"+name+"/exec", map[string]any{"code": figs, "timeout": 120}, &figRes)
@@ -146,6 +155,18 @@ func TestTheServersMemoryIsBoundedWhateverTheClientAsks(t *testing.T) {
 	t.Logf("figures: %d carried (%d KiB), %d left out; reply %d KiB", 24-omitted, total>>10, omitted, len(raw)>>10)
 	assert.LessOrEqual(t, total, int64(6<<20))
 	assert.Greater(t, omitted, 5)
+	// The figures are displays too (IPython's inline backend): they share what is left.
+	shown := 0
+	for _, d := range figRes.Displays {
+		if d.Metadata.Runtimectl.Omitted {
+			assert.NotContains(t, d.Data, "image/png")
+			assert.Contains(t, d.Metadata.Runtimectl.Problem, "serve --max-rich-outputs")
+		} else if _, ok := d.Data["image/png"]; ok {
+			shown++
+		}
+	}
+	t.Logf("displays: %d of %d with their figure", shown, len(figRes.Displays))
+	assert.Less(t, shown, len(figRes.Displays), "displays past the budget keep their text only")
 	assert.Less(t, len(raw), 9<<20, "the reply stays near the budget (base64)")
 	last := figRes.Outputs[len(figRes.Outputs)-1]
 	require.True(t, last.Omitted)

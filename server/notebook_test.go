@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -36,8 +37,12 @@ func TestServeDisplays(t *testing.T) {
 	var order []string
 	for _, ev := range evs {
 		switch ev["event"] {
-		case "stdout":
-			order = append(order, ev["data"].(string))
+		case "stdout": // a stream's chunks are the writes as they came: join the adjacent ones
+			if n := len(order); n > 0 && !strings.HasPrefix(order[n-1], "display:") {
+				order[n-1] += ev["data"].(string)
+			} else {
+				order = append(order, ev["data"].(string))
+			}
 		case "display":
 			d := ev["display"].(map[string]any)
 			order = append(order, "display:"+d["data"].(map[string]any)["text/plain"].(string))

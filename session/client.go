@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/runtimectl/runtimectl"
@@ -36,6 +37,9 @@ type Client struct {
 	poolEng     Pools  // nil: the engine keeps no warm pools
 	egr         Egress // nil: the engine runs no egress proxies
 	egress      EgressOptions
+	// ownersOnce asks the engine once whether its archives keep owners (SessionOwns).
+	ownersOnce  sync.Once
+	keepsOwners bool
 }
 
 type options struct {

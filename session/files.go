@@ -140,7 +140,11 @@ func (c *Client) CopyFromWith(ctx context.Context, name, src, dst string, o Copy
 		return err
 	}
 	defer rc.Close()
-	_, err = tarsafe.ExtractWith(rc, dir, tarsafe.Options{Rename: rename, MaxBytes: o.MaxSize, Base: path.Dir(abs), SkipDeep: o.SkipDeep, OnDeep: o.OnSkipped, Owner: SessionUID})
+	owner := SessionUID
+	if !c.archiveKeepsOwners(ctx) {
+		owner = 0 // Podman's archive gives every entry to the caller (see SessionOwns)
+	}
+	_, err = tarsafe.ExtractWith(rc, dir, tarsafe.Options{Rename: rename, MaxBytes: o.MaxSize, Base: path.Dir(abs), SkipDeep: o.SkipDeep, OnDeep: o.OnSkipped, Owner: owner})
 	if errors.Is(err, tarsafe.ErrTooLarge) {
 		return fmt.Errorf("%w copy of %s: %w", ErrInvalid, src, err)
 	}

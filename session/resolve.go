@@ -78,3 +78,28 @@ func inWorkspace(p, resolved string) error {
 	}
 	return nil
 }
+
+// SessionOwns reports whether an entry of an archive read out of session name with owner uid
+// is the session's own. A read refuses an entry the session user does not own (a link
+// swapped in after ResolveRead would lead to root-owned state), where the engine's archive
+// says who owns what: Docker's and the Kubernetes backend's do; Podman's gives every entry to
+// the user that asks (its copier chowns what it sends), so there the check cannot be made and
+// a read out relies on ResolveRead alone.
+func (c *Client) SessionOwns(ctx context.Context, uid int) bool {
+	if uid == SessionUID {
+		return true
+	}
+	return !c.archiveKeepsOwners(ctx)
+}
+
+// archiveKeepsOwners asks the engine once whether its archives keep their owners (every
+// engine but Podman's); an engine that cannot say is taken to keep them.
+func (c *Client) archiveKeepsOwners(ctx context.Context) bool {
+	c.ownersOnce.Do(func() {
+		c.keepsOwners = true
+		if e, err := c.ctr.Engine(ctx); err == nil && e.Name == "Podman" {
+			c.keepsOwners = false
+		}
+	})
+	return c.keepsOwners
+}
