@@ -67,6 +67,11 @@ func (s *Server) runCode(ctx context.Context, req *mcp.CallToolRequest, in runCo
 	if err != nil {
 		return nil, Execution{}, err
 	}
+	release, err := s.run()
+	if err != nil {
+		return nil, Execution{}, err
+	}
+	defer release()
 	p := s.startProgress(ctx, req)
 	defer p.stop()
 	var notices []string

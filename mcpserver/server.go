@@ -62,6 +62,18 @@ type Access interface {
 	Sees(session.Info) bool
 }
 
+// Limits is what an Access may also enforce (type-asserted): the caller's policy on the
+// sessions it makes and the executions it runs at once, as `runtimectl serve` holds a token
+// to its token file's limits on every route.
+type Limits interface {
+	// Admit checks a new session's spec against the caller's policy, and may set what the
+	// spec leaves to a default that is over a ceiling; release is called once the start has
+	// ended, made or not.
+	Admit(ctx context.Context, spec *session.Spec) (release func(), err error)
+	// Run counts an execution of the caller until release; past the caller's cap, an error.
+	Run() (release func(), err error)
+}
+
 // Header is the HTTP request header (or the ?session= of the /mcp URL) that names an HTTP
 // connection's default session.
 const Header = "Runtimectl-Session"
@@ -218,6 +230,22 @@ func (s *Server) reach(ctx context.Context, name string, fresh bool) error {
 		return nil
 	}
 	return s.cfg.Access.Reach(ctx, name, fresh)
+}
+
+// admit applies the caller's policy to a new session (see Limits).
+func (s *Server) admit(ctx context.Context, spec *session.Spec) (func(), error) {
+	if l, ok := s.cfg.Access.(Limits); ok {
+		return l.Admit(ctx, spec)
+	}
+	return func() {}, nil
+}
+
+// run counts an execution of the caller (see Limits).
+func (s *Server) run() (func(), error) {
+	if l, ok := s.cfg.Access.(Limits); ok {
+		return l.Run()
+	}
+	return func() {}, nil
 }
 
 func (s *Server) owner() string {
@@ -385,6 +413,11 @@ func (s *Server) ensure(ctx context.Context, name, lang string, spec session.Spe
 			spec.TTL = s.cfg.DefaultTTL
 		}
 		spec.Owner = s.owner()
+		release, err := s.admit(ctx, &spec)
+		if err != nil {
+			return nil, none, err
+		}
+		defer release()
 	default:
 		return nil, none, err
 	}

@@ -420,6 +420,11 @@ func addForkSession(s *Server) {
 		if err := s.reach(ctx, src, true); err != nil {
 			return nil, SessionInfo{}, err
 		}
+		release, err := s.admit(ctx, &session.Spec{Name: in.Name, Owner: s.owner()})
+		if err != nil {
+			return nil, SessionInfo{}, err
+		}
+		defer release()
 		h, err := s.cfg.Client.Fork(ctx, src, in.Name, in.At)
 		if err != nil {
 			return nil, SessionInfo{}, err

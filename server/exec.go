@@ -154,11 +154,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, tok Token) {
 		return
 	}
 	if !s.acquire(tok) {
-		where := "serve --max-execs"
-		if tok.Policy.Execs > 0 {
-			where = tok.Policy.where("execs")
-		}
-		writeError(w, http.StatusTooManyRequests, "busy", fmt.Sprintf("%d executions of this token run already (the cap, %s); wait for one to end", s.maxExecs(tok), where))
+		writeError(w, http.StatusTooManyRequests, "busy", fmt.Sprintf("%d executions of this token run already (the cap, %s); wait for one to end", s.maxExecs(tok), s.execsWhere(tok)))
 		return
 	}
 	defer s.release(tok)

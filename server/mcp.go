@@ -87,3 +87,26 @@ func (a tokenAccess) Reach(ctx context.Context, name string, fresh bool) error {
 }
 
 func (a tokenAccess) Sees(in session.Info) bool { return a.tok.Admin || in.Owner == a.tok.Name }
+
+// Admit holds a session that /mcp makes to the token's policy, as POST /v1/sessions does: the
+// token file's ceilings (memory, cpus, pids, disk), networks, images and hosts, its number of
+// sessions (its starts one at a time), and secret headers for admin tokens only.
+func (a tokenAccess) Admit(ctx context.Context, spec *session.Spec) (func(), error) {
+	if err := a.s.admitSpec(a.tok, spec); err != nil {
+		return nil, err
+	}
+	unlock := a.s.lockStarts(a.tok)
+	if err := a.s.checkSessions(ctx, a.tok); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// Run counts an execution of run_code against the token's cap of executions at once.
+func (a tokenAccess) Run() (func(), error) {
+	if !a.s.acquire(a.tok) {
+		return nil, limitf("%d executions of this token run already (the cap, %s); wait for one to end", a.s.maxExecs(a.tok), a.s.execsWhere(a.tok))
+	}
+	return func() { a.s.release(a.tok) }, nil
+}

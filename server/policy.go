@@ -30,6 +30,9 @@ type Policy struct {
 	Images   []string // images=GLOB,GLOB (path.Match; the default image of each language is always allowed)
 	Sessions int      // sessions=
 	Execs    int      // execs= (serve --max-execs when not set)
+	// AllowHosts are the hosts a session may be let reach by name (allow_hosts=GLOB,GLOB,
+	// path.Match on the host, * for any; none by default, unlimited for any).
+	AllowHosts []string
 	// From says where the policy came from, for messages: "the built-in defaults", "role
 	// small", "token alice".
 	From map[string]string
@@ -45,7 +48,7 @@ func DefaultPolicy() Policy {
 }
 
 // policyKeys are the LIMIT names of the token file, in the order messages list them.
-var policyKeys = []string{"memory", "cpus", "pids", "disk", "network", "images", "sessions", "execs"}
+var policyKeys = []string{"memory", "cpus", "pids", "disk", "network", "images", "allow_hosts", "sessions", "execs"}
 
 // set applies one LIMIT=VALUE of the token file; from names the line's role or token.
 func (p *Policy) set(key, val, from string) error {
@@ -105,6 +108,20 @@ func (p *Policy) set(key, val, from string) error {
 				p.Images = append(p.Images, g)
 			}
 		}
+	case "allow_hosts":
+		p.AllowHosts = nil
+		switch val {
+		case "unlimited":
+			p.AllowHosts = []string{"*"}
+		case "none":
+		default:
+			for _, g := range strings.Split(val, ",") {
+				if _, err := path.Match(g, ""); err != nil || g == "" || strings.ContainsAny(g, "/:") {
+					return fmt.Errorf("allow_hosts=%s: %q is not a host glob (pypi.org, *.pythonhosted.org, *), none or unlimited", val, g)
+				}
+				p.AllowHosts = append(p.AllowHosts, g)
+			}
+		}
 	default:
 		return fmt.Errorf("unknown limit %q: the limits are %s", key, strings.Join(policyKeys, ", "))
 	}
@@ -119,6 +136,7 @@ func (p Policy) clone() Policy {
 	q := p
 	q.Networks = append([]string(nil), p.Networks...)
 	q.Images = append([]string(nil), p.Images...)
+	q.AllowHosts = append([]string(nil), p.AllowHosts...)
 	q.From = map[string]string{}
 	for k, v := range p.From {
 		q.From[k] = v
@@ -153,8 +171,12 @@ func (p Policy) String() string {
 	if len(p.Images) > 0 {
 		imgs = strings.Join(p.Images, ",")
 	}
-	return fmt.Sprintf("memory=%s cpus=%s pids=%s disk=%s network=%s images=%s sessions=%s execs=%s",
-		val(p.Memory, size), cpus, val(p.Pids, num), val(p.Disk, size), strings.Join(p.Networks, ","), imgs,
+	hosts := "none"
+	if len(p.AllowHosts) > 0 {
+		hosts = strings.Join(p.AllowHosts, ",")
+	}
+	return fmt.Sprintf("memory=%s cpus=%s pids=%s disk=%s network=%s images=%s allow_hosts=%s sessions=%s execs=%s",
+		val(p.Memory, size), cpus, val(p.Pids, num), val(p.Disk, size), strings.Join(p.Networks, ","), imgs, hosts,
 		val(int64(p.Sessions), num), val(int64(p.Execs), num))
 }
 
@@ -166,6 +188,36 @@ func policyLimit(p Policy, key, asked, limit string) error {
 // applyPolicy checks a start request against tok's policy, and where the request leaves a
 // limit to the library's default and that default is over the ceiling, sets the ceiling.
 func (s *Server) applyPolicy(tok Token, q *startRequest) error {
+	a := ask{Memory: int64(q.Memory), Disk: int64(q.Disk), Pids: q.Pids, CPUs: q.CPUs, Network: q.Network, Image: q.Image, AllowHosts: q.AllowHosts}
+	if err := s.admitAsk(tok, &a); err != nil {
+		return err
+	}
+	q.Memory, q.Disk, q.Pids, q.CPUs = Size(a.Memory), Size(a.Disk), a.Pids, a.CPUs
+	return nil
+}
+
+// admitSpec is applyPolicy for a session.Spec (the sessions that /mcp makes).
+func (s *Server) admitSpec(tok Token, spec *session.Spec) error {
+	if len(spec.SecretHeaders) > 0 && !tok.Admin {
+		return limitf("secret headers name the server's own environment variables or files: only an admin token may give them; ask the server's operator")
+	}
+	a := ask{Memory: spec.Memory, Disk: spec.Disk, Pids: spec.Pids, CPUs: spec.CPUs, Network: spec.Network, Image: spec.Image, AllowHosts: spec.AllowHosts}
+	if err := s.admitAsk(tok, &a); err != nil {
+		return err
+	}
+	spec.Memory, spec.Disk, spec.Pids, spec.CPUs = a.Memory, a.Disk, a.Pids, a.CPUs
+	return nil
+}
+
+// ask is what a new session asks of the policy, from either route.
+type ask struct {
+	Memory, Disk, Pids int64
+	CPUs               float64
+	Network, Image     string
+	AllowHosts         []string
+}
+
+func (s *Server) admitAsk(tok Token, q *ask) error {
 	if tok.Admin {
 		return nil
 	}
@@ -183,14 +235,12 @@ func (s *Server) applyPolicy(tok Token, q *startRequest) error {
 		}
 		return nil
 	}
-	mem, disk := int64(q.Memory), int64(q.Disk)
-	if err := ceil("memory", &mem, containers.DefaultMemory, p.Memory, size); err != nil {
+	if err := ceil("memory", &q.Memory, containers.DefaultMemory, p.Memory, size); err != nil {
 		return err
 	}
-	if err := ceil("disk", &disk, contract.DefaultDisk, p.Disk, size); err != nil {
+	if err := ceil("disk", &q.Disk, contract.DefaultDisk, p.Disk, size); err != nil {
 		return err
 	}
-	q.Memory, q.Disk = Size(mem), Size(disk)
 	if err := ceil("pids", &q.Pids, containers.DefaultPids, p.Pids, func(n int64) string { return strconv.FormatInt(n, 10) }); err != nil {
 		return err
 	}
@@ -220,7 +270,34 @@ func (s *Server) applyPolicy(tok Token, q *startRequest) error {
 			return limitf("image %s is not allowed for this token (allowed: %s, and each language's default image; %s)", q.Image, strings.Join(p.Images, ", "), p.where("images"))
 		}
 	}
+	for _, h := range q.AllowHosts {
+		if !p.allowsHost(h) {
+			allowed := "none"
+			if len(p.AllowHosts) > 0 {
+				allowed = strings.Join(p.AllowHosts, ", ")
+			}
+			return limitf("allow_hosts %s is not allowed for this token (allowed: %s; %s)", h, allowed, p.where("allow_hosts"))
+		}
+	}
 	return nil
+}
+
+// allowsHost says whether the policy lets a session reach host by name (--allow-host): a
+// host:port or host is matched by its host against the globs of allow_hosts=.
+func (p Policy) allowsHost(h string) bool {
+	host := strings.ToLower(h)
+	if i := strings.LastIndex(host, ":"); i > 0 && !strings.Contains(host[i:], "]") {
+		host = host[:i]
+	}
+	for _, g := range p.AllowHosts {
+		if g == "*" {
+			return true
+		}
+		if m, _ := path.Match(strings.ToLower(g), host); m {
+			return true
+		}
+	}
+	return false
 }
 
 // checkSessions refuses a new session to a token that has its limit of them.
@@ -255,6 +332,14 @@ func (s *Server) maxExecs(tok Token) int {
 		return tok.Policy.Execs
 	}
 	return s.cfg.MaxExecs
+}
+
+// execsWhere says where tok's cap of executions at once was set.
+func (s *Server) execsWhere(tok Token) string {
+	if tok.Policy.Execs > 0 {
+		return tok.Policy.where("execs")
+	}
+	return "serve --max-execs"
 }
 
 func contains(list []string, v string) bool {

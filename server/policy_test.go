@@ -13,7 +13,7 @@ import (
 func TestTokenFilePoliciesLayerDefaultsRolesAndTokens(t *testing.T) {
 	p := writeTokens(t, strings.Join([]string{
 		"role default memory=1g sessions=5",
-		"role big memory=8g cpus=4 network=none,bridge images=runtimectl/*,registry.example/team/*",
+		"role big memory=8g cpus=4 network=none,bridge images=runtimectl/*,registry.example/team/* allow_hosts=pypi.org,*.pythonhosted.org",
 		tokA + " alice role=big pids=2048",
 		tokB + " bob execs=2 disk=unlimited",
 		tokAdmin + " ops admin",
@@ -21,13 +21,13 @@ func TestTokenFilePoliciesLayerDefaultsRolesAndTokens(t *testing.T) {
 	toks, err := LoadTokens(p)
 	require.NoError(t, err)
 	a, _ := toks.Lookup(tokA)
-	assert.Equal(t, "memory=8GiB cpus=4 pids=2048 disk=20GiB network=none,bridge images=runtimectl/*,registry.example/team/* sessions=5 execs=unlimited", a.Policy.String())
+	assert.Equal(t, "memory=8GiB cpus=4 pids=2048 disk=20GiB network=none,bridge images=runtimectl/*,registry.example/team/* allow_hosts=pypi.org,*.pythonhosted.org sessions=5 execs=unlimited", a.Policy.String())
 	assert.Equal(t, "memory= in the token file, from role big", a.Policy.where("memory"))
 	assert.Equal(t, "pids= in the token file, from token alice", a.Policy.where("pids"))
 	assert.Equal(t, "sessions= in the token file, from role default", a.Policy.where("sessions"))
 	assert.Equal(t, "images= in the token file, from role big", a.Policy.where("images"))
 	b, _ := toks.Lookup(tokB)
-	assert.Equal(t, "memory=1GiB cpus=2 pids=1024 disk=unlimited network=none images=runtimectl/* sessions=5 execs=2", b.Policy.String())
+	assert.Equal(t, "memory=1GiB cpus=2 pids=1024 disk=unlimited network=none images=runtimectl/* allow_hosts=none sessions=5 execs=2", b.Policy.String())
 	assert.Equal(t, "cpus= in the token file, from the built-in default", b.Policy.where("cpus"))
 	ad, _ := toks.Lookup(tokAdmin)
 	assert.True(t, ad.Admin)
@@ -37,7 +37,8 @@ func TestTokenFilePoliciesLayerDefaultsRolesAndTokens(t *testing.T) {
 func TestBadPoliciesSayWhatIsWrong(t *testing.T) {
 	for content, want := range map[string]string{
 		tokA + " alice memory=lots\n":               "memory=lots: give a size",
-		tokA + " alice colour=blue\n":               `unknown limit "colour": the limits are memory, cpus, pids, disk, network, images, sessions, execs`,
+		tokA + " alice colour=blue\n":               `unknown limit "colour": the limits are memory, cpus, pids, disk, network, images, allow_hosts, sessions, execs`,
+		tokA + " alice allow_hosts=pypi.org:443\n":  `allow_hosts=pypi.org:443: "pypi.org:443" is not a host glob`,
 		tokA + " alice role=nope\n":                 `no role "nope"; define it with a line`,
 		tokA + " alice network=host\n":              "network=host: give none, bridge",
 		tokA + " ops admin memory=1g\n":             "an admin token has no limits",
@@ -62,6 +63,7 @@ func TestStartsPastTheTokensPolicyAre403(t *testing.T) {
 		{`{"disk": "10t"}`, "disk 10TiB is over this token's limit of 20GiB"},
 		{`{"network": "bridge"}`, "network bridge is not allowed for this token (allowed: none; network= in the token file"},
 		{`{"image": "evil/miner:latest"}`, "image evil/miner:latest is not allowed for this token (allowed: runtimectl/*"},
+		{`{"allow_hosts": ["pypi.org"]}`, "allow_hosts pypi.org is not allowed for this token (allowed: none; allow_hosts= in the token file, from the built-in default)"},
 	} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("POST", "/v1/sessions", strings.NewReader(c.body))
@@ -76,6 +78,14 @@ func TestStartsPastTheTokensPolicyAre403(t *testing.T) {
 	tok.Policy.Memory = 512 << 20
 	require.NoError(t, s.applyPolicy(tok, &q))
 	assert.Equal(t, Size(512<<20), q.Memory, "a default over the ceiling becomes the ceiling")
-	q = startRequest{Memory: 100 << 30, Network: "bridge"}
+	tok.Policy.AllowHosts = []string{"pypi.org", "*.pythonhosted.org"}
+	q = startRequest{AllowHosts: []string{"pypi.org:443", "files.pythonhosted.org", "PyPI.org"}}
+	assert.NoError(t, s.applyPolicy(tok, &q), "each host matches a glob, port and case aside")
+	q = startRequest{AllowHosts: []string{"pypi.org", "evil.example"}}
+	assert.ErrorContains(t, s.applyPolicy(tok, &q), "allow_hosts evil.example is not allowed for this token (allowed: pypi.org, *.pythonhosted.org;")
+	tok.Policy.AllowHosts = []string{"*"}
+	q = startRequest{AllowHosts: []string{"evil.example:8443"}}
+	assert.NoError(t, s.applyPolicy(tok, &q), "allow_hosts=unlimited is *")
+	q = startRequest{Memory: 100 << 30, Network: "bridge", AllowHosts: []string{"anything.example"}}
 	assert.NoError(t, s.applyPolicy(Token{Name: "ops", Admin: true}, &q), "an admin is unlimited")
 }
