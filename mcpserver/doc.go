@@ -26,6 +26,9 @@
 //     interrupts the code, as Ctrl-C does: the session and its state are kept. A server that
 //     stops (Detach: its client went away, or serve ends) stops waiting for the code instead,
 //     which goes on in its session and lands in its history.
+//   - A result's displays (display(), figures, the final value's rich forms) are its content in
+//     order, each as the one content a model reads best (display.go); a figure that the driver
+//     also saved as a file is sent once.
 //   - Output in a result is cut to a budget (Config.OutputBudget characters per stream, 20000
 //     by default), from the middle, the cut said in the text; the whole output stays in the
 //     session's history.

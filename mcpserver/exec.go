@@ -33,7 +33,8 @@ type Execution struct {
 	Result     *string        `json:"result" jsonschema:"the repr of a final expression (Python), else null"`
 	Error      *history.Error `json:"error" jsonschema:"the exception raised, else null"`
 	DurationMs float64        `json:"duration_ms"`
-	Outputs    []Output       `json:"outputs" jsonschema:"rich outputs (figures, HTML), each also in the content of the reply"`
+	Outputs    []Output       `json:"outputs" jsonschema:"rich outputs saved as files (figures, HTML), in the content of the reply unless a display carried the same"`
+	Displays   []DisplayInfo  `json:"displays" jsonschema:"the execution's displays in order (display(), figures, the final value's rich forms), each in the content of the reply"`
 	State      string         `json:"state,omitempty" jsonschema:"what became of the interpreter's state: saved, pending, failed, unchanged, off or restored"`
 	Message    string         `json:"message,omitempty" jsonschema:"what the runtime says about how the execution ended"`
 	// Cut counts what the reply leaves out of each stream to stay within the budget.
@@ -53,7 +54,7 @@ func addRunCode(s *Server) {
 	open := s.cfg.Spec.Network == "bridge"
 	addTool(s, &mcp.Tool{
 		Name:        "run_code",
-		Description: `Run code in a session's persistent interpreter, like a notebook cell: variables, imports and functions stay for the next call (and across restarts), so build on earlier results instead of repeating them. Python: the value of a final expression is returned as the result; matplotlib figures left open come back as images. bash: one persistent shell (variables, functions, the working directory carry over). The working directory is /workspace. Returns stdout, stderr, the result and any error; long output is cut from the middle to ` + fmt.Sprint(s.cfg.OutputBudget) + ` characters per stream. Without a session, runs in this connection's session (created on first use, its name in the reply). Cancelling the call interrupts the code and keeps the state.`,
+		Description: `Run code in a session's persistent interpreter, like a notebook cell: variables, imports and functions stay for the next call (and across restarts), so build on earlier results instead of repeating them. Python: the value of a final expression is returned as the result; display() output (HTML, Markdown, images, JSON) and matplotlib figures come back as content, in order. bash: one persistent shell (variables, functions, the working directory carry over). The working directory is /workspace. Returns stdout, stderr, the result and any error; long output is cut from the middle to ` + fmt.Sprint(s.cfg.OutputBudget) + ` characters per stream. Without a session, runs in this connection's session (created on first use, its name in the reply). Cancelling the call interrupts the code and keeps the state.`,
 		InputSchema: schema[runCodeIn](),
 		Annotations: hints("Run code", false, false, false, open),
 	}, s.runCode)
@@ -81,6 +82,9 @@ func (s *Server) runCode(ctx context.Context, req *mcp.CallToolRequest, in runCo
 		Stderr:   p,
 		OnNotice: func(m string) { notices = append(notices, m) },
 		Detach:   s.detach,
+		// Asks for the displays (display(), figures, the value's rich forms): they come in
+		// res.Displays and become the reply's content.
+		OnDisplay: func(history.Display) {},
 	}
 	if eo.Timeout > 0 && eo.Timeout < time.Millisecond {
 		eo.Timeout = time.Millisecond
@@ -105,7 +109,7 @@ func (s *Server) runCode(ctx context.Context, req *mcp.CallToolRequest, in runCo
 
 // execution is the Result cut to the budget.
 func (s *Server) execution(res *session.Result) Execution {
-	e := Execution{Session: res.Session, Seq: res.Seq, Status: string(res.Status), Error: res.Error, DurationMs: res.DurationMs, Message: res.Message, Outputs: []Output{}}
+	e := Execution{Session: res.Session, Seq: res.Seq, Status: string(res.Status), Error: res.Error, DurationMs: res.DurationMs, Message: res.Message, Outputs: []Output{}, Displays: displayInfos(res.Displays)}
 	short := func(v string) (string, int) {
 		head, tail, n := cut(v, s.cfg.OutputBudget)
 		if n == 0 {
@@ -164,7 +168,9 @@ func (s *Server) execContent(ctx context.Context, name string, res *session.Resu
 			text("result: " + r)
 		}
 	}
-	content = append(content, s.richContent(ctx, name, res.Outputs)...)
+	left, shown := int64(maxRichReply), newShownData()
+	content = append(content, s.displayContent(name, res.Seq, res.Displays, res.Result != nil, &left, shown)...)
+	content = append(content, s.richContent(ctx, name, res.Outputs, &left, shown)...)
 	var last []string
 	last = append(last, fmt.Sprintf("session %s, execution %d: %s (%s)", name, res.Seq, res.Status, duration(res.DurationMs)))
 	if res.Error != nil {

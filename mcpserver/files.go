@@ -259,23 +259,35 @@ func addListFiles(s *Server) {
 
 // richContent is the content of an execution's rich outputs: an image a model can see as
 // image content, HTML as an embedded resource, text (markdown, JSON, plain) as text, anything
-// else as a link to its resource.
-func (s *Server) richContent(ctx context.Context, name string, outs []history.Output) []mcp.Content {
+// else as a link to its resource. An output whose bytes a display carried (shown) is left out:
+// the display sent it. left is the reply's rich budget, spent here.
+func (s *Server) richContent(ctx context.Context, name string, outs []history.Output, left *int64, shown *shownData) []mcp.Content {
 	var content []mcp.Content
 	for i, o := range outs {
 		uri := outputURI(name, o.Path)
 		data := o.Data
+		size := int64(len(data))
 		var problem string
 		if len(data) == 0 && o.Path != "" {
-			d, size, err := s.readFile(ctx, name, o.Path, 0, maxRich)
+			d, n, err := s.readFile(ctx, name, o.Path, 0, maxRich)
+			size = n
 			switch {
 			case err != nil:
 				problem = toolError(err).Error()
-			case size > int64(len(d)):
-				problem = fmt.Sprintf("%d bytes, over the %d MiB a reply carries", size, maxRich>>20)
+			case n > int64(len(d)):
+				problem = fmt.Sprintf("%d bytes, over the %d MiB a reply carries", n, maxRich>>20)
 			default:
 				data = d
 			}
+		}
+		if size > 0 && shown.has(o.Mime, data, size) {
+			continue // a display sent it
+		}
+		if problem == "" && int64(len(data)) > *left {
+			problem = fmt.Sprintf("%d bytes, over what is left of the %d MiB of rich output a reply carries", len(data), maxRichReply>>20)
+		}
+		if problem == "" {
+			*left -= int64(len(data))
 		}
 		if problem != "" || len(data) == 0 {
 			if problem == "" {

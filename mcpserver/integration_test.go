@@ -345,6 +345,52 @@ func TestAFigureComesBackAsAnImageAndAsAResource(t *testing.T) {
 	assert.Contains(t, text(res), "region")
 }
 
+func TestDisplaysComeBackAsTheirContentTypesInOrder(t *testing.T) {
+	cfg, _ := realConfig(t)
+	_, cs := connect(t, cfg, nil)
+	code := "from IPython.display import display, HTML, Markdown\n" +
+		"import matplotlib.pyplot as plt\n" +
+		"display(HTML('<b>bold</b>'))\n" +
+		"plt.plot([1, 3, 2])\n" +
+		"plt.show()\n" +
+		"display(Markdown('# Title'))\n" +
+		"print('done')"
+	res, e := run(t, cs, map[string]any{"code": code})
+	require.Equal(t, "ok", e.Status, text(res))
+	var kinds []string
+	for _, d := range e.Displays {
+		kinds = append(kinds, d.Kind+" "+strings.Join(d.Mimes, ","))
+	}
+	assert.Equal(t, []string{"display_data text/html,text/plain", "display_data image/png,text/plain", "display_data text/markdown,text/plain"}, kinds,
+		"the structured content lists the displays")
+	require.Len(t, e.Outputs, 1, "the figure is saved too")
+
+	var got []string
+	var img *mcp.ImageContent
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.EmbeddedResource:
+			got = append(got, "resource "+c.Resource.MIMEType+" "+c.Resource.Text)
+		case *mcp.ImageContent:
+			got = append(got, "image "+c.MIMEType)
+			img = c
+		case *mcp.TextContent:
+			if c.Text == "# Title" || c.Text == "done\n" {
+				got = append(got, "text "+c.Text)
+			}
+		default:
+			got = append(got, fmt.Sprintf("%T", c))
+		}
+	}
+	assert.Equal(t, []string{"text done\n", "resource text/html <b>bold</b>", "image image/png", "text # Title"}, got,
+		"stdout, then each display once as its content type, in order (the figure not again as its saved file)")
+	require.NotNil(t, img)
+	assert.True(t, bytes.HasPrefix(img.Data, []byte("\x89PNG\r\n\x1a\n")))
+	rr, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: e.Outputs[0].URI})
+	require.NoError(t, err)
+	assert.Equal(t, img.Data, rr.Contents[0].Blob, "the figure shown is the one saved")
+}
+
 func TestCancellingACallInterruptsTheCodeAndKeepsTheState(t *testing.T) {
 	cfg, c := realConfig(t)
 	cfg.ProgressEvery = 100 * time.Millisecond
