@@ -51,6 +51,8 @@ type Factory struct {
 	// Serving is set by `serve`: its client refills the warm pools it takes from itself; every
 	// other command's process ends too soon for that, and starts `pool fill` detached instead.
 	Serving bool
+	// InstallBuilds is set by `serve --allow-builds` (session.WithInstallBuilds).
+	InstallBuilds bool
 
 	once   sync.Once
 	client *session.Client
@@ -75,6 +77,9 @@ func (f *Factory) Client() (*session.Client, error) {
 		opts := []session.Option{session.WithLogger(logger)}
 		if !f.Serving {
 			opts = append(opts, session.WithoutPoolRefill()) // the command starts a detached refill
+		}
+		if f.InstallBuilds {
+			opts = append(opts, session.WithInstallBuilds())
 		}
 		switch f.backend() {
 		case backend.Docker:

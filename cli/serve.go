@@ -31,6 +31,8 @@ type ServeOptions struct {
 	Insecure  bool
 	Grace     time.Duration
 	Limits    server.Config
+	// AllowBuilds lets installs build source distributions (session.WithInstallBuilds).
+	AllowBuilds bool
 }
 
 func newCmdServe(f *Factory) *cobra.Command {
@@ -86,6 +88,7 @@ certificates signed by that CA) or --insecure. The API is at /openapi.json, metr
 	fl.Var(sizeValue{&o.Limits.MaxRichOutputs}, "max-rich-outputs", "budget of the rich outputs (figures...) in one reply, all together (default 16m); past it they are left out, marked")
 	fl.IntVar(&o.Limits.MaxTransfers, "max-transfers", 4, "file transfers (downloads, uploads, exports) one token may run at once (past it: 429)")
 	fl.IntVar(&o.Limits.MaxExecs, "max-execs", 8, "executions one token may run at once (past it: 429)")
+	fl.BoolVar(&o.AllowBuilds, "allow-builds", false, "let installs (install routes, %pip in cells, install_packages) build source distributions, which runs their setup code in the installer")
 	fl.Var(durationValue{&o.Limits.WriteTimeout}, "write-timeout", "a client that takes longer than this to take a write is cut off (default 30s)")
 	return c
 }
@@ -138,6 +141,7 @@ func serveRun(ctx context.Context, o *ServeOptions) error {
 		}
 	}
 	o.F.Serving = true
+	o.F.InstallBuilds = o.AllowBuilds
 	cl, err := o.F.Client()
 	if err != nil {
 		return err

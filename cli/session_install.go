@@ -19,8 +19,12 @@ func newCmdInstall(f *Factory) *cobra.Command {
 		Long: `Install Python packages with pip into the session's virtual environment (/workspace/.venv, on
 its volume: they survive stop and start, kills, --upgrade and fork), and the session imports them
 at once, without a restart. pip runs in a short-lived installer container of the session's image
-that has network access and the session's workspace mounted; the session itself keeps its own
-network setting (none by default). In code, %pip install and !pip install lines do the same.`,
+and runtime, on runtimectl's own bridge (it reaches the index, never another session), with the
+session's workspace mounted; the session itself keeps its own network setting (none by default).
+The installer runs nothing of the workspace (the image's own python and pip), takes wheels only
+unless --allow-builds (a source build runs the package's code), and stops at --timeout whether
+or not this command is still there. In code, %pip install and !pip install lines do the same,
+without builds.`,
 		Example: `  runtimectl session install demo requests 'httpx>=0.27'
   runtimectl session install demo -r requirements.txt
   runtimectl session install demo mypkg --index-url https://pypi.internal/simple --trusted-host pypi.internal`,
@@ -59,5 +63,7 @@ network setting (none by default). In code, %pip install and !pip install lines 
 	fl.StringArrayVar(&o.ExtraIndexURLs, "extra-index-url", nil, "another index to look in (repeatable)")
 	fl.StringArrayVar(&o.TrustedHosts, "trusted-host", nil, "a host to reach without valid TLS, or over plain HTTP (repeatable)")
 	fl.BoolVar(&o.NoDeps, "no-deps", false, "do not install the packages' dependencies")
+	fl.BoolVar(&o.AllowBuilds, "allow-builds", false, "let pip build source distributions (their setup code runs in the installer)")
+	fl.DurationVar(&o.Timeout, "timeout", 0, "stop the install after this long (default 15m)")
 	return c
 }

@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-units"
@@ -80,7 +83,9 @@ func (m *Manager) Measure(ctx context.Context, image string, vols []string) ([]i
 }
 
 // RunHelper runs a short-lived helper container (cfg, hc) to its end, streaming its stdout and
-// stderr to the writers as it runs, and removes it; it returns the helper's exit code.
+// stderr to the writers as it runs, and removes it; it returns the helper's exit code. The
+// helper removes itself when it ends (AutoRemove), even when this process is gone by then; its
+// output is attached before it starts, so that nothing of a quick one is lost.
 func (m *Manager) RunHelper(ctx context.Context, cfg *container.Config, hc *container.HostConfig, stdout, stderr io.Writer) (int, error) {
 	if cfg.Labels == nil {
 		cfg.Labels = map[string]string{}
@@ -88,6 +93,7 @@ func (m *Manager) RunHelper(ctx context.Context, cfg *container.Config, hc *cont
 	if _, ok := cfg.Labels[LabelHelper]; !ok {
 		cfg.Labels[LabelHelper] = "1"
 	}
+	hc.AutoRemove = true
 	created, err := m.api.ContainerCreate(ctx, cfg, hc, nil, nil, "")
 	if err != nil {
 		return -1, m.classify(err)
@@ -97,17 +103,18 @@ func (m *Manager) RunHelper(ctx context.Context, cfg *container.Config, hc *cont
 		defer cancel()
 		_ = m.api.ContainerRemove(rctx, created.ID, container.RemoveOptions{Force: true})
 	}()
-	waitC, errC := m.api.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
-	if err := m.api.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+	att, err := m.api.ContainerAttach(ctx, created.ID, container.AttachOptions{Stream: true, Stdout: true, Stderr: true})
+	if err != nil {
 		return -1, m.classify(err)
 	}
-	rc, err := m.api.ContainerLogs(ctx, created.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true})
-	if err != nil {
+	defer att.Close()
+	waitC, errC := m.api.ContainerWait(ctx, created.ID, container.WaitConditionRemoved)
+	if err := m.api.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		return -1, m.classify(err)
 	}
 	copied := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(stdout, stderr, rc)
+		_, err := stdcopy.StdCopy(stdout, stderr, att.Reader)
 		copied <- err
 	}()
 	var code int
@@ -115,53 +122,103 @@ func (m *Manager) RunHelper(ctx context.Context, cfg *container.Config, hc *cont
 	case w := <-waitC:
 		code = int(w.StatusCode)
 		if w.Error != nil && w.Error.Message != "" {
-			rc.Close()
 			return -1, errors.New(w.Error.Message)
 		}
 	case err := <-errC:
-		rc.Close()
 		return -1, m.classify(err)
 	case <-ctx.Done():
-		rc.Close()
 		return -1, ctx.Err()
 	}
 	select {
-	case <-copied: // the log stream ends with the container
+	case <-copied: // the attached stream ends with the container
 	case <-time.After(10 * time.Second):
 	}
-	rc.Close()
 	return code, nil
 }
 
 // Installer is a short-lived container that installs packages into a session's workspace:
-// the session's image, run as the session user with network access (the engine's default
-// bridge) and the workspace volume mounted, a read-only root with a 1 GiB /tmp.
+// the session's image and runtime, run as the session user on runtimectl's own bridge (its
+// containers cannot reach one another, so the installer reaches the index but no session),
+// with the workspace volume mounted, a read-only root with a 1 GiB /tmp, its working folder
+// /tmp. It kills itself at its deadline and removes itself when it ends; it carries no
+// session's label (`session ls` never shows it), only LabelHelper and LabelHelperFor, and
+// `session gc` and `session rm` remove it.
 type Installer struct {
-	Image  string
-	Volume string   // the session's workspace volume, mounted at /workspace
-	Argv   []string // the command
-	Env    []string
-	Labels map[string]string
+	Image   string
+	Volume  string   // the session's workspace volume, mounted at /workspace
+	Argv    []string // the command
+	Env     []string
+	For     string // the session it installs into (LabelHelperFor)
+	Runtime string // the session's OCI runtime (runsc...); "" the engine's default
+	// Deadline is when the installer kills itself (zero: 15 minutes from now).
+	Deadline time.Time
 }
+
+// LabelHelperFor names the session a helper container works for; LabelDeadline is the Unix
+// time past which the helper is a leftover that gc removes.
+const (
+	LabelHelperFor = "io.runtimectl.helper-for"
+	LabelDeadline  = "io.runtimectl.deadline"
+	// InstallTimeout is an installer's deadline when the caller sets none.
+	InstallTimeout = 15 * time.Minute
+)
 
 // RunInstaller runs it to its end, streaming its output to out, and returns its exit code.
 func (m *Manager) RunInstaller(ctx context.Context, in Installer, out io.Writer) (int, error) {
 	pids := int64(256)
 	const memory = 1 << 30
-	labels := map[string]string{LabelHelper: "install"}
-	for k, v := range in.Labels {
-		labels[k] = v
+	deadline := in.Deadline
+	if deadline.IsZero() {
+		deadline = time.Now().Add(InstallTimeout)
 	}
-	cfg := &container.Config{Image: in.Image, User: "1000:1000", WorkingDir: contract.Workspace, Entrypoint: in.Argv, Env: in.Env, Labels: labels}
+	secs := int(math.Ceil(time.Until(deadline).Seconds()))
+	if secs < 1 {
+		return -1, fmt.Errorf("install: %w before the installer started", context.DeadlineExceeded)
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline.Add(15*time.Second))
+	defer cancel()
+	if err := m.EnsureNetwork(ctx, "bridge"); err != nil {
+		return -1, err
+	}
+	labels := map[string]string{LabelHelper: "install", LabelHelperFor: in.For, LabelDeadline: strconv.FormatInt(deadline.Unix(), 10)}
+	argv := append([]string{"timeout", "-s", "KILL", strconv.Itoa(secs)}, in.Argv...)
+	cfg := &container.Config{Image: in.Image, User: "1000:1000", WorkingDir: "/tmp", Entrypoint: argv, Env: in.Env, Labels: labels}
 	hc := &container.HostConfig{
-		NetworkMode: "bridge", // the engine's default network: the index is outside
-		CapDrop:     []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"}, ReadonlyRootfs: true,
+		NetworkMode: BridgeNetwork, Runtime: in.Runtime,
+		CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"}, ReadonlyRootfs: true,
 		Tmpfs:  map[string]string{"/tmp": "rw,nosuid,nodev,size=1g,mode=1777"},
 		Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: in.Volume, Target: contract.Workspace}},
 		Resources: container.Resources{Memory: memory, MemorySwap: memory, PidsLimit: &pids, NanoCPUs: 2e9,
 			Ulimits: []*units.Ulimit{{Name: "nofile", Soft: OpenFilesLimit, Hard: OpenFilesLimit}}},
 	}
 	return m.RunHelper(ctx, cfg, hc, out, out)
+}
+
+// Helpers lists the helper containers (installers, measures) with their labels; for is the
+// session they work for ("" any).
+func (m *Manager) Helpers(ctx context.Context, forSession string) ([]Info, error) {
+	f := filters.NewArgs(filters.Arg("label", LabelHelper))
+	if forSession != "" {
+		f.Add("label", LabelHelperFor+"="+forSession)
+	}
+	cs, err := m.api.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("list helper containers: %w", m.classify(err))
+	}
+	out := make([]Info, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, Info{ID: c.ID, State: string(c.State), Running: c.State == "running", Created: time.Unix(c.Created, 0), Labels: c.Labels})
+	}
+	return out, nil
+}
+
+// RemoveHelper removes a helper container by its ID, running or not.
+func (m *Manager) RemoveHelper(ctx context.Context, id string) error {
+	err := m.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
+	if err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("remove helper container %s: %w", id[:min(12, len(id))], m.classify(err))
+	}
+	return nil
 }
 
 // HumanSize spells a size as the CLI and messages do ("2GiB").

@@ -37,16 +37,19 @@ type Client struct {
 	poolEng     Pools  // nil: the engine keeps no warm pools
 	egr         Egress // nil: the engine runs no egress proxies
 	egress      EgressOptions
+	// installBuilds lets every install of this Client build sdists (WithInstallBuilds).
+	installBuilds bool
 	// ownersOnce asks the engine once whether its archives keep owners (SessionOwns).
 	ownersOnce  sync.Once
 	keepsOwners bool
 }
 
 type options struct {
-	host     string
-	logger   *slog.Logger
-	noRefill bool
-	egress   EgressOptions
+	installBuilds bool
+	host          string
+	logger        *slog.Logger
+	noRefill      bool
+	egress        EgressOptions
 }
 
 // WithoutPoolRefill keeps Start from refilling in the background a warm pool it took a member
@@ -87,7 +90,7 @@ func New(opts ...Option) (*Client, error) {
 		callTimeout: 30 * time.Second,
 		poolEng:     dockerPools{ctr: ctr, vol: vol},
 		egr:         ctr,
-		egress:      o.egress,
+		egress:      o.egress, installBuilds: o.installBuilds,
 	}
 	c.pools.refill = !o.noRefill
 	return c, nil
@@ -104,7 +107,7 @@ func NewWithBackend(b Backend, opts ...Option) *Client {
 	if closer == nil {
 		closer = io.NopCloser(nil)
 	}
-	c := &Client{ctr: b.Runtimes, vol: b.Storage, poolEng: b.Pools, egr: b.Egress, egress: o.egress, backend: b.Name, closer: closer, logger: o.logger, callTimeout: 30 * time.Second}
+	c := &Client{ctr: b.Runtimes, vol: b.Storage, poolEng: b.Pools, egr: b.Egress, egress: o.egress, installBuilds: o.installBuilds, backend: b.Name, closer: closer, logger: o.logger, callTimeout: 30 * time.Second}
 	c.pools.refill = !o.noRefill
 	return c
 }
@@ -498,6 +501,9 @@ func (c *Client) Remove(ctx context.Context, name string, force bool) error {
 		return advice.Errorf("%w: %q; %s", ErrRunning, name, adviseStopOrForce(name))
 	}
 	if err := c.ctr.Remove(ctx, name, true); err != nil {
+		return err
+	}
+	if err := c.removeHelpers(ctx, name); err != nil {
 		return err
 	}
 	if err := c.removeEgress(ctx, name); err != nil {

@@ -261,6 +261,9 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 	if err := c.ctr.Remove(ctx, name, true); err != nil && !errors.Is(err, containers.ErrNotFound) {
 		return n, err
 	}
+	if err := c.removeHelpers(ctx, name); err != nil {
+		return n, err
+	}
 	return n, c.vol.RemoveSession(ctx, name)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/runtimectl/runtimectl/containers"
@@ -61,6 +62,7 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 		acts = append(acts, a)
 	}
 	ctrs, vols = c.gcPools(ctx, o, ctrs, vols, do)
+	c.gcHelpers(ctx, do)
 	volBySession := map[string]volumes.Volume{}
 	for _, v := range vols {
 		volBySession[v.Session] = v
@@ -178,4 +180,51 @@ func (c *Client) Upgrade(ctx context.Context, name string) (*Session, error) {
 	}
 	s, _, err := c.Start(ctx, Spec{Name: name})
 	return s, err
+}
+
+// gcHelpers removes helper containers (installers, measures) that are leftovers: past their
+// deadline (an installer kills itself by then; one whose engine could not remove it), or
+// ended more than a minute ago. A helper removes itself when it ends, so these are what a
+// crash of the engine or of a caller left.
+func (c *Client) gcHelpers(ctx context.Context, do func(GCAction, func() error)) {
+	if c.docker == nil {
+		return
+	}
+	hs, err := c.docker.Helpers(ctx, "")
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	for _, h := range hs {
+		reason := ""
+		if d, err := strconv.ParseInt(h.Labels[containers.LabelDeadline], 10, 64); err == nil && now.After(time.Unix(d, 0).Add(time.Minute)) {
+			reason = fmt.Sprintf("a %s helper past its deadline (%s)", h.Labels[containers.LabelHelper], time.Unix(d, 0).UTC().Format(time.RFC3339))
+		} else if !h.Running && now.Sub(h.Created) > time.Minute {
+			reason = fmt.Sprintf("a %s helper that has ended", h.Labels[containers.LabelHelper])
+		}
+		if reason == "" {
+			continue
+		}
+		id := h.ID
+		do(GCAction{Session: h.Labels[containers.LabelHelperFor], Action: "remove helper", Reason: reason},
+			func() error { return c.docker.RemoveHelper(ctx, id) })
+	}
+}
+
+// removeHelpers removes the helper containers that work for session name (an install that is
+// running): they hold its workspace volume.
+func (c *Client) removeHelpers(ctx context.Context, name string) error {
+	if c.docker == nil {
+		return nil
+	}
+	hs, err := c.docker.Helpers(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		if err := c.docker.RemoveHelper(ctx, h.ID); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/internal/advice"
@@ -27,8 +28,29 @@ type InstallOptions struct {
 	ExtraIndexURLs []string
 	TrustedHosts   []string
 	NoDeps         bool
+	// AllowBuilds lets pip build source distributions (sdists, folders, VCS URLs), which runs
+	// their setup code in the installer. Off, pip takes wheels only (--only-binary :all:), and
+	// a path or URL must name a wheel: nothing of the package runs at install. An install that
+	// the session's own code asks for (`%pip` in a cell) never builds unless the Client allows
+	// it (WithInstallBuilds), since that code may be an attacker's.
+	AllowBuilds bool
+	// Timeout bounds the install (0: containers.InstallTimeout); the installer kills itself
+	// when it passes, whether or not the caller is still there.
+	Timeout time.Duration
 	// Output receives pip's output as it runs (nil: discarded).
 	Output io.Writer
+}
+
+// WithInstallBuilds lets the installs that a session's code asks for (`%pip install` in a
+// cell) build source distributions (see InstallOptions.AllowBuilds): an operator's choice.
+func WithInstallBuilds() Option { return func(o *options) { o.installBuilds = true } }
+
+// built says whether a requirement would need a build: a path or URL that is not a wheel.
+func built(req string) bool {
+	if strings.HasSuffix(strings.ToLower(strings.TrimSpace(req)), ".whl") {
+		return false
+	}
+	return strings.ContainsAny(req, "/\\") || strings.HasPrefix(req, ".") || strings.Contains(req, "://") || strings.Contains(req, " @ ")
 }
 
 var pipOption = regexp.MustCompile(`^-`)
@@ -57,7 +79,18 @@ func (c *Client) Install(ctx context.Context, name string, o InstallOptions) err
 	if st.Lang != "python" {
 		return fmt.Errorf("%w: session %q is a %s session: packages are installed into Python sessions", ErrInvalid, name, st.Lang)
 	}
+	o.AllowBuilds = o.AllowBuilds || c.installBuilds
+	if !o.AllowBuilds {
+		for _, p := range o.Packages {
+			if built(p) {
+				return advice.Errorf("%w package %q: installing it would build it, which runs its code; give a wheel (.whl), or %s", ErrInvalid, p, advice.Words{Lib: "set InstallOptions.AllowBuilds", CLI: "give --allow-builds"})
+			}
+		}
+	}
 	args := []string{"install", "--no-input", "--disable-pip-version-check", "--no-warn-script-location"}
+	if !o.AllowBuilds {
+		args = append(args, "--only-binary", ":all:")
+	}
 	if o.IndexURL != "" {
 		args = append(args, "--index-url", o.IndexURL)
 	}
@@ -74,31 +107,59 @@ func (c *Client) Install(ctx context.Context, name string, o InstallOptions) err
 		args = append(args, "-r", "/tmp/requirements.txt")
 	}
 	args = append(args, o.Packages...)
-	// The venv sees the image's own packages (numpy, pandas...), and pip installs beside them.
+	// Nothing of the workspace runs: the image's own interpreter and pip, in a venv of the
+	// installer's own /tmp (-I: no working folder, user site or PYTHON* variables on the path),
+	// installing into the session venv's prefix; the session's code may have written anything
+	// there, .venv/bin/python and .pth files included. (A venv, so that the prefix has a venv's
+	// layout, lib/pythonX.Y/site-packages: outside one, Debian's pip installs a prefix's packages
+	// under local/.) The session's venv sees the image's own packages (numpy, pandas...), and
+	// pip installs beside them. The scripts pip writes name the session venv's interpreter.
 	script := `set -e
-if [ ! -x "$VENV/bin/python" ]; then python3 -m venv --system-site-packages "$VENV"; fi
+if [ ! -e "$VENV/pyvenv.cfg" ]; then /usr/bin/python3 -I -m venv --system-site-packages --without-pip "$VENV"; fi
+/usr/bin/python3 -I -m venv --system-site-packages --without-pip /tmp/installer
 if [ -n "$RUNTIMECTL_REQUIREMENTS" ]; then printf '%s\n' "$RUNTIMECTL_REQUIREMENTS" > /tmp/requirements.txt; fi
-exec "$VENV/bin/python" -m pip "$@"`
+: > /tmp/.before
+set +e
+/tmp/installer/bin/python -I -m pip "$@" --prefix "$VENV"
+rc=$?
+find "$VENV/bin" -maxdepth 1 -type f -newer /tmp/.before -exec sed -i "1s|^#!/tmp/installer/bin/python\$|#!$VENV/bin/python|" {} + 2>/dev/null
+exit $rc`
 	out := o.Output
 	if out == nil {
 		out = io.Discard
 	}
 	tail := &Tail{Max: 2048}
 	w := io.MultiWriter(out, tail)
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = containers.InstallTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 	code, err := c.docker.RunInstaller(ctx, containers.Installer{
-		Image: st.Image, Volume: volumes.Name(name),
+		Image: st.Image, Volume: volumes.Name(name), For: name, Runtime: st.Runtime, Deadline: deadline,
 		Argv: append([]string{"/bin/sh", "-c", script, "sh"}, args...),
-		Env: []string{"VENV=" + PackagesDir, "HOME=/tmp", "PIP_CACHE_DIR=/tmp/pip-cache", "PYTHONDONTWRITEBYTECODE=",
+		Env: []string{"VENV=" + PackagesDir, "HOME=/tmp", "PIP_CACHE_DIR=/tmp/pip-cache", "PIP_CONFIG_FILE=/dev/null",
 			"RUNTIMECTL_REQUIREMENTS=" + o.Requirements},
-		Labels: map[string]string{containers.LabelSession: name},
 	}, w)
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("install into session %q: it did not end within its deadline; the installer was stopped", name)
+		}
 		if errors.Is(err, containers.ErrNotFound) {
 			return fmt.Errorf("install into session %q: its image %s is gone: %w", name, st.Image, err)
 		}
 		return fmt.Errorf("install into session %q: %w", name, err)
 	}
+	if code == 137 && time.Now().After(deadline.Add(-2*time.Second)) {
+		return fmt.Errorf("install into session %q: it did not end within its deadline (%s); the installer was stopped", name, timeout.Round(time.Second))
+	}
 	if code != 0 {
+		if !o.AllowBuilds && strings.Contains(tail.String(), "No matching distribution") {
+			return advice.Errorf("install into session %q: pip exited with code %d: %s (only wheels are installed unless builds are allowed: %s)", name, code, lastLine(tail.String()), advice.Words{Lib: "set InstallOptions.AllowBuilds", CLI: "give --allow-builds"})
+		}
 		return fmt.Errorf("install into session %q: pip exited with code %d: %s", name, code, lastLine(tail.String()))
 	}
 	return nil

@@ -29,3 +29,16 @@ func TestPipLinesBecomeInstalls(t *testing.T) {
 	assert.Empty(t, none)
 	assert.Equal(t, "x = 1", same)
 }
+
+// Without builds allowed, a requirement that pip would build (a folder, an sdist, a VCS or a
+// direct URL) is refused before the installer starts; names, specifiers and wheels are not.
+func TestRequirementsThatWouldBuild(t *testing.T) {
+	for req, want := range map[string]bool{
+		"requests": false, "httpx>=0.27": false, "numpy==2.0; python_version>'3'": false, "pkg[extra]": false,
+		"./dist/x-1.0-py3-none-any.whl": false, "/workspace/x-1.0-py3-none-any.WHL": false, "https://h/x-1.0-py3-none-any.whl": false,
+		".": true, "./mypkg": true, "/workspace/src": true, "mypkg-1.0.tar.gz/": true, "dist/x-1.0.tar.gz": true,
+		"git+https://github.com/a/b": true, "x @ https://h/x-1.0.tar.gz": true, "https://h/x.zip": true,
+	} {
+		assert.Equal(t, want, built(req), req)
+	}
+}

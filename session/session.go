@@ -342,6 +342,7 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 		}
 		for _, inst := range installs {
 			inst.Output = writerFunc(h.Stdout)
+			inst.Timeout = o.Timeout // the cell's timeout bounds its installs too
 			if err := s.c.Install(ctx, s.name, inst); err != nil {
 				return nil, err
 			}
