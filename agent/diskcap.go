@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/runtimectl/runtimectl/contract"
 )
 
 // The disk cap holds against what outlives an execution. The watchdog (du.go) measures the
@@ -16,21 +18,10 @@ import (
 // watchdog measures every diskNearEvery instead of diskEvery, so what passes the cap is bounded
 // by what the code can write in about a second (and the walk's own length).
 
-// EntriesPerCapByte: the entry cap is one entry per this many bytes of the disk cap, and never
-// under MinDiskEntries (16,384 entries for a 64 MiB cap, 2.6 million for the default 10 GiB).
-const (
-	EntriesPerCapByte = 4096
-	MinDiskEntries    = 16384
-	diskNearEvery     = time.Second
-)
+const diskNearEvery = time.Second
 
-// entryLimit is the workspace's cap on entries.
-func (c Config) entryLimit() int64 {
-	if c.DiskLimit <= 0 {
-		return 0
-	}
-	return max(c.DiskLimit/EntriesPerCapByte, MinDiskEntries)
-}
+// entryLimit is the workspace's cap on entries (contract.EntryLimit).
+func (c Config) entryLimit() int64 { return contract.EntryLimit(c.DiskLimit) }
 
 // diskState is what the watchdog last found, shared with the run loop and connections.
 type diskState struct {
@@ -72,7 +63,7 @@ func (a *Agent) diskOverWhy() string {
 		return fmt.Sprintf("the workspace takes %s, past the session's disk cap of %s", humanBytes(used), humanBytes(limit))
 	}
 	if n, max := a.disk.entries.Load(), a.cfg.entryLimit(); n > max {
-		return fmt.Sprintf("the workspace holds %d files, folders and links, past the session's cap of %d entries (one per %d bytes of its disk cap of %s)", n, max, EntriesPerCapByte, humanBytes(limit))
+		return fmt.Sprintf("the workspace holds %d files, folders and links, past the session's cap of %d entries (one per %d bytes of its disk cap of %s)", n, max, contract.EntriesPerCapByte, humanBytes(limit))
 	}
 	return ""
 }

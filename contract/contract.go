@@ -168,6 +168,22 @@ func ParseSnapshotPolicy(s string) (SnapshotPolicy, error) {
 // DefaultDisk is the workspace's disk cap when a session's settings name none.
 const DefaultDisk = 10 << 30
 
+// EntriesPerCapByte: the workspace's cap on entries (files, folders, links) is one entry per
+// this many bytes of its disk cap, and never under MinDiskEntries (16,384 entries for a 64 MiB
+// cap, 2.6 million for the default 10 GiB).
+const (
+	EntriesPerCapByte = 4096
+	MinDiskEntries    = 16384
+)
+
+// EntryLimit is the cap on entries of a workspace whose disk cap is disk (0: none).
+func EntryLimit(disk int64) int64 {
+	if disk <= 0 {
+		return 0
+	}
+	return max(disk/EntriesPerCapByte, MinDiskEntries)
+}
+
 // DiskCapCode is the error code of an execution refused because the workspace is past its
 // disk cap; IgnoreDiskCap in the request runs it anyway (to free space).
 const DiskCapCode = "disk_cap"

@@ -1,18 +1,19 @@
 package session
 
 import (
-	"github.com/runtimectl/runtimectl/contract"
-	"github.com/runtimectl/runtimectl/internal/advice"
-
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
 
+	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/internal/tarsafe"
 )
 
@@ -74,6 +75,9 @@ func (c *Client) CopyTo(ctx context.Context, name, src, dst string) error {
 	rel := strings.TrimPrefix(target, Workspace+"/")
 	if target == Workspace {
 		return fmt.Errorf("%w destination %s: name a path under it", ErrInvalid, dst)
+	}
+	if err := c.fitsDisk(ctx, name, src); err != nil {
+		return err
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(tarsafe.Write(pw, src, rel, SessionUID, SessionGID)) }()
@@ -214,4 +218,70 @@ func (s *Session) WriteFile(ctx context.Context, path string, r io.Reader) error
 // ReadFile writes the content of the session's file path to w (see Client.ReadFile).
 func (s *Session) ReadFile(ctx context.Context, path string, w io.Writer) (int64, error) {
 	return s.c.ReadFile(ctx, s.name, path, w)
+}
+
+// diskRoom is what session name's workspace may still take: its disk cap's bytes and entries,
+// less what the agent last measured when the session runs (the caps whole when it does not).
+func (c *Client) diskRoom(ctx context.Context, name string) (bytes, entries, capBytes int64, err error) {
+	st, err := c.RecordedSettings(ctx, name)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	capBytes = st.Disk
+	if capBytes <= 0 {
+		capBytes = contract.DefaultDisk
+	}
+	bytes, entries = capBytes, contract.EntryLimit(capBytes)
+	if ci, err := c.ctr.Inspect(ctx, name); err == nil && ci.Running {
+		s := &Session{c: c, name: name}
+		if err := s.connect(ctx); err == nil {
+			if status, err := s.Status(ctx); err == nil && status.DiskUsed >= 0 {
+				bytes -= status.DiskUsed
+				entries -= status.DiskEntries
+			}
+			s.Close()
+		}
+	}
+	return bytes, entries, capBytes, nil
+}
+
+// fitsDisk refuses a copy of the host's src into session name whose apparent size (what the
+// copy writes: the engine's archive sends a sparse file's holes as zeros) or number of entries
+// would pass what the workspace's disk cap leaves, before anything is copied.
+func (c *Client) fitsDisk(ctx context.Context, name, src string) error {
+	var size, n int64
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		n++
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			size += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w source %s: %v", ErrInvalid, src, err)
+	}
+	room, entries, capBytes, err := c.diskRoom(ctx, name)
+	if err != nil {
+		return err
+	}
+	return overDisk(name, size, n, room, entries, capBytes)
+}
+
+// overDisk is the refusal of a copy of size bytes and n entries into a workspace with room
+// bytes and entries left of its cap, or nil.
+func overDisk(name string, size, n, room, entries, capBytes int64) error {
+	if size > room {
+		return advice.Errorf("%w: the copy holds %s (sparse files count at their full size: that is what the copy writes), more than the %s left of session %s's disk cap of %s; free space in the session or %s", ErrInvalid, containers.HumanSize(size), containers.HumanSize(max(room, 0)), name, containers.HumanSize(capBytes), advice.Words{Lib: "start it with a larger Spec.Disk", CLI: "start it with a larger --disk"})
+	}
+	if n > entries {
+		return advice.Errorf("%w: the copy holds %d files, folders and links, more than the %d left of session %s's cap on entries (one per %d bytes of its disk cap of %s); copy fewer, or %s", ErrInvalid, n, max(entries, 0), name, contract.EntriesPerCapByte, containers.HumanSize(capBytes), advice.Words{Lib: "start it with a larger Spec.Disk", CLI: "start it with a larger --disk"})
+	}
+	return nil
 }

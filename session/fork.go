@@ -25,6 +25,11 @@ import (
 // rewriteTar copies the tar stream r to w, passing each entry's header to edit: it returns the
 // header to write (possibly renamed) or nil to drop the entry.
 func rewriteTar(w io.Writer, r io.Reader, edit func(h *tar.Header) *tar.Header, extra func(tw *tar.Writer) error) error {
+	return rewriteTarOr(w, r, func(h *tar.Header) (*tar.Header, error) { return edit(h), nil }, extra)
+}
+
+// rewriteTarOr is rewriteTar whose edit may end the stream with an error.
+func rewriteTarOr(w io.Writer, r io.Reader, edit func(h *tar.Header) (*tar.Header, error), extra func(tw *tar.Writer) error) error {
 	tr := tar.NewReader(r)
 	tw := tar.NewWriter(w)
 	for {
@@ -35,7 +40,10 @@ func rewriteTar(w io.Writer, r io.Reader, edit func(h *tar.Header) *tar.Header, 
 		if err != nil {
 			return err
 		}
-		nh := edit(h)
+		nh, err := edit(h)
+		if err != nil {
+			return err
+		}
 		if nh == nil {
 			continue
 		}
@@ -162,21 +170,40 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 			line = append(line, b...)
 		}
 	}
-	// The workspace, less a legacy state folder (a session made before the state volume).
+	// The workspace, less a legacy state folder (a session made before the state volume),
+	// within the fork's disk cap: what the copy writes is the files' apparent size (the
+	// engine's archive sends a sparse file's holes as zeros), counted as it goes; past the cap
+	// nothing more is copied and the fork is undone.
 	var deep []string
-	if err := c.copyBetween(ctx, src, Workspace, dst, Workspace, func(h *tar.Header) *tar.Header {
+	capBytes := st.Disk
+	if capBytes <= 0 {
+		capBytes = contract.DefaultDisk
+	}
+	var size, entries int64
+	var over error
+	if err := c.copyBetween(ctx, src, Workspace, dst, Workspace, func(h *tar.Header) (*tar.Header, error) {
 		rel, ok := stripWorkspace(h.Name)
 		clean := strings.TrimSuffix(rel, "/")
 		if !ok || clean == legacyRel || strings.HasPrefix(clean, legacyRel+"/") {
-			return nil
+			return nil, nil
+		}
+		entries++
+		if h.Typeflag == tar.TypeReg {
+			size += h.Size
+		}
+		if over = overDisk(dst, size, entries, capBytes, contract.EntryLimit(capBytes), capBytes); over != nil {
+			return nil, over
 		}
 		if dir := path.Join(Workspace, clean); h.Typeflag == tar.TypeDir && tarsafe.Deep(dir) {
 			deep = append(deep, dir)
 		}
 		h.Name = rel
-		return h
-	}, nil); err != nil {
+		return h, nil
+	}, nil); err != nil || over != nil {
 		cleanup()
+		if over != nil { // the engine's error is then the cut stream's
+			return nil, fmt.Errorf("fork %s into %s: %w (nothing was made)", src, dst, over)
+		}
 		return nil, fmt.Errorf("fork %s into %s: %w", src, dst, err)
 	}
 	if len(deep) > 0 {
@@ -190,13 +217,13 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 	}
 	if chosen != nil {
 		base := path.Base(srcState)
-		if err := c.copyBetween(ctx, src, srcState, dst, contract.StateDir, func(h *tar.Header) *tar.Header {
+		if err := c.copyBetween(ctx, src, srcState, dst, contract.StateDir, func(h *tar.Header) (*tar.Header, error) {
 			rel, ok := strings.CutPrefix(strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/"), base+"/")
 			if !ok || !(rel == contract.SnapshotsDir || rel == contract.SnapdataDir || keep[rel]) {
-				return nil
+				return nil, nil
 			}
 			h.Name = rel
-			return h
+			return h, nil
 		}, func(tw *tar.Writer) error {
 			if err := tw.WriteHeader(&tar.Header{Name: contract.HistoryFile, Typeflag: tar.TypeReg, Mode: 0o600, Size: int64(len(line)), ModTime: time.Now()}); err != nil {
 				return err
@@ -223,14 +250,14 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 
 // copyBetween copies srcPath of session src into dstDir of session dst, through the tar stream
 // that edit and extra rewrite (see rewriteTar).
-func (c *Client) copyBetween(ctx context.Context, src, srcPath, dst, dstDir string, edit func(h *tar.Header) *tar.Header, extra func(tw *tar.Writer) error) error {
+func (c *Client) copyBetween(ctx context.Context, src, srcPath, dst, dstDir string, edit func(h *tar.Header) (*tar.Header, error), extra func(tw *tar.Writer) error) error {
 	rc, err := c.ctr.CopyFrom(ctx, src, srcPath)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(rewriteTar(pw, rc, edit, extra)) }()
+	go func() { pw.CloseWithError(rewriteTarOr(pw, rc, edit, extra)) }()
 	if err := c.ctr.CopyTo(ctx, dst, dstDir, pr); err != nil {
 		pr.CloseWithError(err)
 		return err
