@@ -165,6 +165,9 @@ func ParseSnapshotPolicy(s string) (SnapshotPolicy, error) {
 	return "", fmt.Errorf("snapshot policy %q: use every or manual", s)
 }
 
+// ForkDoneFile, in a fork's state folder, says that the fork is whole (Settings.ForkOf).
+const ForkDoneFile = "forked.json"
+
 // DefaultDisk is the workspace's disk cap when a session's settings name none.
 const DefaultDisk = 10 << 30
 
@@ -233,6 +236,12 @@ type Settings struct {
 	// (`--allow-host`, canonical: egress.CanonicalAllowHosts); empty: no egress proxy, and the
 	// session's Network applies.
 	AllowHosts []string `json:"allow_hosts,omitempty"`
+	// ForkOf names the session this one was forked from, and ForkedBy the process that made
+	// the fork ("HOST/PID/START"); a fork is whole once ForkDoneFile is in its state, written
+	// last: one whose maker was killed midway is an incomplete fork (refused at start, shown
+	// by ls, removed by gc).
+	ForkOf   string `json:"fork_of,omitempty"`
+	ForkedBy string `json:"forked_by,omitempty"`
 	// SecretHeaders are the `--secret-header` specs (HOST=HEADER:SOURCE, canonical): where the
 	// controller takes each value from, never the value.
 	SecretHeaders []string `json:"secret_headers,omitempty"`

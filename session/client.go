@@ -302,6 +302,11 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 	if err := c.checkConflicts(ctx, spec); err != nil {
 		return nil, info, err
 	}
+	if st, err := c.RecordedSettings(ctx, spec.Name); err == nil && st.ForkOf != "" {
+		if incomplete, gone := c.forkIncomplete(ctx, spec.Name, st); incomplete {
+			return nil, info, errIncompleteFork(spec.Name, st, gone)
+		}
+	}
 	ci, err := c.ctr.Inspect(ctx, spec.Name)
 	if err == nil && !ci.Running && remake(ci) {
 		// Made before sessions had a state volume, or made as a warm pool's member: made again

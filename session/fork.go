@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -123,6 +124,7 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 		return nil, err
 	}
 	st.Session, st.Created = dst, time.Now().UTC()
+	st.ForkOf, st.ForkedBy = src, TestRunID() // whole once ForkDoneFile is written, last
 	if _, err := c.vol.Create(ctx, dst, st.Lang, st.Encode()); err != nil {
 		return nil, err
 	}
@@ -234,6 +236,22 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 			cleanup()
 			return nil, fmt.Errorf("fork %s into %s: %w", src, dst, err)
 		}
+	}
+	// The fork is whole: say so, last (a fork whose maker was killed before this line is an
+	// incomplete one: see forkIncomplete).
+	done, _ := json.Marshal(map[string]any{"fork_of": src, "at": seq, "done": time.Now().UTC()})
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: contract.ForkDoneFile, Typeflag: tar.TypeReg, Mode: 0o600, Size: int64(len(done)), ModTime: time.Now()}); err == nil {
+		_, _ = tw.Write(done)
+	}
+	if err := tw.Close(); err != nil {
+		cleanup()
+		return nil, err
+	}
+	if err := c.ctr.CopyTo(ctx, dst, contract.StateDir, &buf); err != nil {
+		cleanup()
+		return nil, fmt.Errorf("fork %s into %s: %w", src, dst, err)
 	}
 	if c.ctr.CreateStarts() {
 		if err := c.ctr.Stop(ctx, dst, 10*time.Second); err != nil {
@@ -405,4 +423,28 @@ func matchAny(globs []string, rel string) bool {
 		}
 	}
 	return false
+}
+
+// forkIncomplete says whether session name (settings st) is a fork whose making never ended:
+// ForkOf is set and its state lacks ForkDoneFile. A fork that cannot be looked at (a stopped
+// Kubernetes session has no pod to ask) is not taken for incomplete. made says whether the
+// process that made it has ended (then the fork is a leftover, not one being made).
+func (c *Client) forkIncomplete(ctx context.Context, name string, st Settings) (incomplete, makerGone bool) {
+	if st.ForkOf == "" {
+		return false, false
+	}
+	info, err := c.ctr.Stat(ctx, name, path.Join(contract.StateDir, contract.ForkDoneFile))
+	if err != nil || info.Exists {
+		return false, false
+	}
+	return true, st.ForkedBy == "" || testRunGone(st.ForkedBy)
+}
+
+// errIncompleteFork is the refusal to start an incomplete fork.
+func errIncompleteFork(name string, st Settings, makerGone bool) error {
+	if !makerGone {
+		return fmt.Errorf("%w: session %q is being forked from %s (by process %s); wait for the fork to end", ErrInvalid, name, st.ForkOf, st.ForkedBy)
+	}
+	return advice.Errorf("%w: session %q is a fork of %s that never ended (the process making it, %s, was stopped midway): its files may be partial; %s and fork again", ErrInvalid, name, st.ForkOf, st.ForkedBy,
+		advice.Words{Lib: "remove it (Client.Remove with force)", CLI: "remove it (`runtimectl session rm --force " + name + "`)"})
 }

@@ -84,6 +84,12 @@ func (c *Client) ListWith(ctx context.Context, o ListOptions) ([]Info, error) {
 				// The reference the session was made with; Docker shows an image ID once the
 				// tag has moved to a newer build.
 				in.Created, in.Image, in.Owner = st.Created, st.Image, st.Owner
+				if incomplete, gone := c.forkIncomplete(ctx, v.Session, st); incomplete {
+					in.State = "forking"
+					if gone {
+						in.State = "incomplete fork"
+					}
+				}
 			}
 			continue
 		}

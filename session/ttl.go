@@ -82,6 +82,10 @@ func (c *Client) gcRemovals(ctx context.Context, o GCOptions, ctrs []containers.
 		if err != nil {
 			continue
 		}
+		if incomplete, gone := c.forkIncomplete(ctx, v.Session, st); incomplete && gone {
+			do(GCAction{Session: v.Session, Action: "remove", Reason: fmt.Sprintf("a fork of %s that never ended (its maker, process %s, is gone)", st.ForkOf, st.ForkedBy)}, func() error { return c.Remove(ctx, v.Session, true) })
+			continue
+		}
 		if st.TestRun != "" && testRunGone(st.TestRun) {
 			do(GCAction{Session: v.Session, Action: "remove", Reason: fmt.Sprintf("made by test process %s, which has ended", st.TestRun)}, remove(v.Session))
 			continue
