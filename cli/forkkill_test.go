@@ -51,7 +51,7 @@ func TestAKilledForkIsNeverTakenForWhole(t *testing.T) {
 	require.ErrorIs(t, err, session.ErrInvalid)
 	assert.Contains(t, err.Error(), "is a fork of "+src.Name()+" that never ended")
 
-	acts, err := c.GC(ctx, session.GCOptions{})
+	acts, err := c.GC(ctx, session.GCOptions{Only: []string{fork}})
 	require.NoError(t, err)
 	removed := false
 	for _, a := range acts {

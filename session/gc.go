@@ -28,6 +28,9 @@ type GCOptions struct {
 	// workspace and history); one whose export fails is not removed.
 	Export string
 	DryRun bool
+	// Only, when set, limits gc to these sessions: nothing is done to another (a test's gc
+	// leaves the sessions of the tests running beside it alone).
+	Only []string
 }
 
 // GCAction is one thing gc did (or, with DryRun, would do).
@@ -51,7 +54,14 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 		return nil, err
 	}
 	var acts []GCAction
+	only := map[string]bool{}
+	for _, n := range o.Only {
+		only[n] = true
+	}
 	do := func(a GCAction, f func() error) {
+		if len(only) > 0 && !only[a.Session] {
+			return
+		}
 		if !o.DryRun && f != nil {
 			if err := f(); err != nil {
 				a.Reason += " (failed: " + err.Error() + ")"

@@ -232,7 +232,7 @@ func TestGCOrphansKeepsASessionWithAnUnlabelledVolume(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Containers().Create(ctx, containers.Spec{Session: name, Lang: "python", Image: images.Ref(l), Volume: volumes.Name(name), StateVolume: volumes.StateName(name)})
 	require.NoError(t, err)
-	acts, err := c.GC(ctx, session.GCOptions{Orphans: true})
+	acts, err := c.GC(ctx, session.GCOptions{Orphans: true, Only: []string{name}})
 	require.NoError(t, err)
 	var mine []session.GCAction
 	for _, a := range acts {

@@ -63,7 +63,7 @@ func TestTTLRemovesIdleSessions(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	acts, err = c.GC(ctx, session.GCOptions{Export: dir})
+	acts, err = c.GC(ctx, session.GCOptions{Export: dir, Only: []string{running, stopped}})
 	require.NoError(t, err)
 	for _, name := range []string{running, stopped} {
 		got := gcActions(acts, name)
@@ -97,7 +97,7 @@ func TestGCRemovesSessionsOfEndedTestProcesses(t *testing.T) {
 
 	require.NoError(t, proc.Process.Kill())
 	_ = proc.Wait()
-	acts, err = c.GC(ctx, session.GCOptions{})
+	acts, err = c.GC(ctx, session.GCOptions{Only: []string{name}})
 	require.NoError(t, err)
 	got := gcActions(acts, name)
 	require.Len(t, got, 1, "%+v", acts)
