@@ -236,7 +236,11 @@ func (x *execution) finishDone(done kernelEvent) {
 		res.Status = execproto.StatusTimeout
 		res.Message = fmt.Sprintf("the code ran past its timeout of %s and was interrupted; the session's state is kept", time.Duration(x.j.req.TimeoutMs)*time.Millisecond)
 	}
-	x.stateAfter(done.Changed == nil || *done.Changed)
+	changed := done.Changed == nil || *done.Changed
+	if !changed && done.Bookkeeping {
+		x.a.sched.touched(x.seq)
+	}
+	x.stateAfter(changed)
 	x.complete()
 }
 

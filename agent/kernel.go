@@ -19,19 +19,22 @@ import (
 
 // kernelEvent is one JSON line that a driver writes on fd 4 (see docs/kernel-protocol.md).
 type kernelEvent struct {
-	Op       driverOp            `json:"op"`
-	ID       string              `json:"id"`
-	PID      int                 `json:"pid"`
-	Status   contract.Status     `json:"status"`
-	Result   *string             `json:"result"`
-	Error    json.RawMessage     `json:"error"` // an object in done events, a string in error events
-	Outputs  []execproto.Output  `json:"outputs"`
-	Changed  *bool               `json:"changed"`
-	Restored []string            `json:"restored"`
-	Failed   []execproto.Skipped `json:"failed"`
-	Copies   []execproto.Skipped `json:"copies"`
-	Info     map[string]string   `json:"info"`
-	Message  string              `json:"message"`
+	Op      driverOp           `json:"op"`
+	ID      string             `json:"id"`
+	PID     int                `json:"pid"`
+	Status  contract.Status    `json:"status"`
+	Result  *string            `json:"result"`
+	Error   json.RawMessage    `json:"error"` // an object in done events, a string in error events
+	Outputs []execproto.Output `json:"outputs"`
+	Changed *bool              `json:"changed"`
+	// Bookkeeping (with changed false) says the interpreter's own bookkeeping changed (IPython's
+	// In, Out, _): no snapshot now, but a drain takes one.
+	Bookkeeping bool                `json:"bookkeeping"`
+	Restored    []string            `json:"restored"`
+	Failed      []execproto.Skipped `json:"failed"`
+	Copies      []execproto.Skipped `json:"copies"`
+	Info        map[string]string   `json:"info"`
+	Message     string              `json:"message"`
 	// display events
 	N         int                        `json:"n"`
 	Kind      execproto.DisplayKind      `json:"kind"`

@@ -93,6 +93,21 @@ func TestNothingToSaveMeansNoSnapshotOnDrain(t *testing.T) {
 	assert.Equal(t, first, drain(t, c).Snapshot, "a drain with nothing unsaved takes no snapshot")
 }
 
+// An execution that changed only the driver's bookkeeping (IPython's Out and _ after a cell that
+// showed a variable) takes no snapshot of its own, but a drain saves it, so a stop keeps it.
+func TestBookkeepingIsSavedByADrainOnly(t *testing.T) {
+	s := startStub(t, stubConfig(t))
+	c := s.client(t)
+	execStub(t, c, "set a", 0)
+	first := drain(t, c).Snapshot
+	require.NotEmpty(t, first)
+	r := execStub(t, c, "show", 0)
+	assert.Equal(t, "unchanged", string(r.State.Status), "no snapshot of its own")
+	second := drain(t, c).Snapshot
+	assert.NotEqual(t, first, second, "the drain saved the bookkeeping")
+	assert.Equal(t, second, drain(t, c).Snapshot, "and then nothing is left to save")
+}
+
 func historyOf(t *testing.T, s *stubAgent) []history.Execution {
 	t.Helper()
 	f, err := os.Open(filepath.Join(s.cfg.StateDir, "history.jsonl"))

@@ -22,6 +22,11 @@ type scheduler struct {
 	// does not retry it in a loop (the next change, or a drain, tries again).
 	failed int64
 
+	// book is the latest execution that changed only the interpreter's own bookkeeping (IPython's
+	// In, Out, _: a cell that showed a variable), 0 when no such change is unsaved. The automatic
+	// policy takes no snapshot for it; a drain does, so a stop keeps it.
+	book int64
+
 	savedSeq int64
 	savedID  string
 
@@ -35,6 +40,9 @@ func (s *scheduler) ran(seq int64, changed bool) {
 	}
 }
 
+// touched records an execution that changed nothing but the driver's bookkeeping.
+func (s *scheduler) touched(seq int64) { s.book = seq }
+
 // isDirty reports whether the live state may differ from the latest saved snapshot.
 func (s *scheduler) isDirty() bool { return s.dirty > 0 }
 
@@ -46,11 +54,11 @@ func (s *scheduler) autoDue() bool {
 
 // drainDue reports whether a drain (stop, gc, upgrade) must take a snapshot: anything unsaved,
 // under either policy, failed before or not.
-func (s *scheduler) drainDue() bool { return s.inflight == nil && s.dirty > 0 }
+func (s *scheduler) drainDue() bool { return s.inflight == nil && (s.dirty > 0 || s.book > 0) }
 
 // start records that a snapshot named id of the state after execution seq was asked for.
 func (s *scheduler) start(id string, seq int64) *inflight {
-	s.inflight = &inflight{id: id, seq: seq, started: time.Now(), covers: s.dirty}
+	s.inflight = &inflight{id: id, seq: seq, started: time.Now(), covers: s.dirty, coversBook: s.book}
 	return s.inflight
 }
 
@@ -58,9 +66,9 @@ func (s *scheduler) start(id string, seq int64) *inflight {
 func (s *scheduler) finish(r snapResult) *inflight {
 	in := s.inflight
 	s.inflight = nil
-	covers := r.seq
+	covers, coversBook := r.seq, r.seq
 	if in != nil {
-		covers = in.covers
+		covers, coversBook = in.covers, in.coversBook
 	}
 	if r.err != nil {
 		if s.dirty > 0 && s.dirty <= covers {
@@ -74,6 +82,9 @@ func (s *scheduler) finish(r snapResult) *inflight {
 		// execution that ran after the request left a newer dirty mark.)
 		s.dirty, s.failed = 0, 0
 	}
+	if s.book <= coversBook {
+		s.book = 0
+	}
 	return in
 }
 
@@ -81,6 +92,6 @@ func (s *scheduler) finish(r snapResult) *inflight {
 // empty state): the live state is that snapshot's.
 func (s *scheduler) restarted(id string, seq int64) {
 	s.savedSeq, s.savedID = seq, id
-	s.dirty, s.failed = 0, 0
+	s.dirty, s.failed, s.book = 0, 0, 0
 	s.inflight = nil
 }

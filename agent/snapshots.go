@@ -33,7 +33,9 @@ type inflight struct {
 	started time.Time
 	goneAt  time.Time // when the writer was first seen gone
 	covers  int64     // the scheduler's dirty mark when it was asked for: what it saves
-	waiters []func(snapResult)
+	// coversBook is the scheduler's bookkeeping mark when it was asked for.
+	coversBook int64
+	waiters    []func(snapResult)
 }
 
 // readSnapshots is the only reader of a kernel's fd 5, for the kernel's life.

@@ -28,6 +28,7 @@ import (
 //	set X            the state becomes X                       (done ok, changed)
 //	get              prints the state on stdout                (done ok, unchanged)
 //	noop             nothing                                   (done ok, unchanged)
+//	show             nothing but its bookkeeping (IPython's Out)  (done ok, unchanged, bookkeeping)
 //	mutate-fail X    the state becomes X, then it "raises"     (done error, changed)
 //	error-event      answers with an error event, no done      (as Node does when its handler throws)
 //	message-event    the same with bash's field name "message"
@@ -119,12 +120,12 @@ func stubKernel() {
 			emit(map[string]any{"op": "vars", "id": req.ID, "vars": []any{map[string]any{"name": "state", "type": "str", "size": len(state), "preview": state}}, "modules": []string{}})
 		case "exec":
 			verb, arg, _ := strings.Cut(req.Code, " ")
-			status, changed := "ok", true
+			status, changed, book := "ok", true, false
 			var errv any
 			end := func() {
 				_, _ = os.Stdout.WriteString(req.Nonce)
 				_, _ = os.Stderr.WriteString(req.Nonce)
-				emit(map[string]any{"op": "done", "id": req.ID, "status": status, "result": nil, "error": errv, "outputs": []any{}, "changed": changed})
+				emit(map[string]any{"op": "done", "id": req.ID, "status": status, "result": nil, "error": errv, "outputs": []any{}, "changed": changed, "bookkeeping": book})
 			}
 			switch verb {
 			case "set":
@@ -134,6 +135,8 @@ func stubKernel() {
 				changed = false
 			case "noop":
 				changed = false
+			case "show":
+				changed, book = false, true
 			case "mutate-fail":
 				state = arg
 				status, errv = "error", map[string]string{"name": "ValueError", "value": "after the mutation", "traceback": ""}

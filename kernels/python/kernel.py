@@ -819,6 +819,7 @@ class Kernel:
         restored, failed, copies = [], [], []
         self.preload(self.read_preload())
         rfd = os.environ.pop("RUNTIMECTL_RESTORE_FD", None)
+        self.base_env = dict(os.environ)     # what a snapshot's environment is told apart from
         if rfd:
             restored, failed, copies = self.restore(rfd)
         self.event({"op": "ready", "pid": self.pid, "restored": restored, "failed": failed,
@@ -941,7 +942,8 @@ class Kernel:
         except OSError:
             pass
         self.event({"op": "done", "id": rid, "status": status, "result": result,
-                    "error": error, "outputs": outputs, "changed": changed})
+                    "error": error, "outputs": outputs, "changed": changed,
+                    "bookkeeping": self.book is not None})
 
     def _exec_env(self, req):
         """Sets an execution's own environment and working directory (`exec -e -w`) and
@@ -1538,6 +1540,7 @@ class Kernel:
                   "modules": modules, "sources": sources}
         if getattr(self, "snap_book", None) is not None:
             header["ipython"] = self.snap_book
+        header["process"] = self._process_state()
         try:
             pickle.dump(header, writer, protocol=5)
             P = _user_dumper()
@@ -1547,6 +1550,41 @@ class Kernel:
         except BaseException as e:
             return e
         return None
+
+    def _process_state(self):
+        """The working directory and what the code did to os.environ (`%cd`, `%env`,
+        os.environ[...] = ...): state a notebook keeps, and so does a snapshot."""
+        base = getattr(self, "base_env", None)
+        st = {}
+        try:
+            st["cwd"] = os.getcwd()
+        except OSError:
+            pass
+        if base is not None:
+            env = dict(os.environ)
+            st["env_set"] = {k: v for k, v in env.items() if base.get(k) != v}
+            st["env_unset"] = [k for k in base if k not in env]
+        return st
+
+    def _restore_process(self, st):
+        if not isinstance(st, dict):
+            return
+        # The RUNTIMECTL_* variables that the agent gives the new process are its word (the
+        # session's name, its folders), not the snapshot's.
+        agents = lambda k: k.startswith("RUNTIMECTL_") and k in self.base_env  # noqa: E731
+        for k, v in (st.get("env_set") or {}).items():
+            if isinstance(k, str) and isinstance(v, str) and not agents(k):
+                os.environ[k] = v
+        for k in st.get("env_unset") or []:
+            if isinstance(k, str) and not k.startswith("RUNTIMECTL_"):
+                os.environ.pop(k, None)     # never one of the agent's
+        cwd = st.get("cwd")
+        if isinstance(cwd, str) and cwd:
+            try:
+                os.chdir(cwd)
+            except OSError as e:
+                self.note("the working directory %s is gone (%s); staying in %s" % (
+                    cwd, e.strerror, os.getcwd()))
 
     # ----------------------------------------------------------------- restore
     def restore(self, rfd):
@@ -1571,6 +1609,11 @@ class Kernel:
             except BaseException as e:
                 return [], [{"name": "*", "type": "", "reason": "unreadable snapshot: %s: %s" % (
                     type(e).__name__, _reason(e))}], []
+            try:
+                self._restore_process(header.get("process"))
+            except Exception as e:
+                self.note("could not restore the working directory and environment: %s: %s" % (
+                    type(e).__name__, e))
             for fname, src in (header.get("sources") or {}).items():
                 linecache.cache[fname] = (len(src), None, src.splitlines(True) or ["\n"], fname)
             import importlib

@@ -16,10 +16,12 @@
 # interrupts, top-level await, the `changed` rule), snapshots, `result` (the repr), and `!cmd`
 # (through the shell with the code's file descriptors, `_exit_code` set).
 #
-# Bookkeeping and snapshots: In (the code of each execution, by seq) and Out (the values shown)
-# are kept in the snapshot within bounds (IN_KEEP_BYTES of code, OUT_KEEP values), and _, __,
-# ___, _i, _ii, _iii, _iN, _N are rebuilt from them on restore; IPython's own history database
-# is off (HistoryManager.enabled = False) and its caches are trimmed after every execution.
+# Bookkeeping and snapshots: In (the code of each execution, by seq, as run and as written) and
+# Out (the values shown) are kept in the snapshot within bounds (IN_KEEP_BYTES of code, OUT_KEEP
+# values), and _, __, ___, _i, _ii, _iii, _iN, _N are rebuilt from them on restore; IPython's own
+# history database is off (HistoryManager.enabled = False) and its caches are trimmed after every
+# execution. A cell that changed nothing else (a bare name shown) says "bookkeeping" in its done
+# event: no snapshot of its own, but the next drain (session stop) takes one.
 
 import base64
 import builtins
@@ -211,22 +213,25 @@ class Book:
     def snapshot(self):
         """(the In kept, {seq: value} of the Out kept): the newest within the bounds."""
         hm = self.shell.history_manager
-        src = hm.input_hist_raw
-        keep, total = {}, 0
+        src, parsed = hm.input_hist_raw, hm.input_hist_parsed
+        keep, keep_parsed, total = {}, {}, 0
         for i in range(len(src) - 1, 0, -1):
             s = src[i]
             if not s:
                 continue
-            total += len(s)
+            p = parsed[i] if i < len(parsed) else s
+            total += len(s) + (len(p) if p != s else 0)
             if total > IN_KEEP_BYTES:
                 break
             keep[i] = s
+            if p != s:
+                keep_parsed[i] = p      # In is the code as run (a magic's get_ipython() call)
         out = self.shell.user_ns.get("Out")
         outs = {}
         if isinstance(out, dict):
             for k in sorted(k for k in out if isinstance(k, int))[-OUT_KEEP:]:
                 outs[k] = out[k]
-        return {"in": keep, "n": len(src)}, outs
+        return {"in": keep, "parsed": keep_parsed, "n": len(src)}, outs
 
     def restore(self, book, outs):
         """Puts back what snapshot() kept: In, Out, _i*, _N, _, __, ___."""
@@ -234,10 +239,11 @@ class Book:
             return
         hm = self.shell.history_manager
         ins = {int(k): v for k, v in (book.get("in") or {}).items()}
+        parsed = {int(k): v for k, v in (book.get("parsed") or {}).items()}
         n = max([int(book.get("n") or 1)] + [k + 1 for k in ins])
-        for lst in (hm.input_hist_parsed, hm.input_hist_raw):
+        for lst, first in ((hm.input_hist_parsed, parsed), (hm.input_hist_raw, {})):
             del lst[1:]
-            lst.extend(ins.get(i, "") for i in range(1, n))
+            lst.extend(first.get(i, ins.get(i, "")) for i in range(1, n))
         ns = self.shell.user_ns
         recent = [ins[k] for k in sorted(ins)[-3:]]
         while len(recent) < 3:

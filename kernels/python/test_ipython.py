@@ -165,6 +165,7 @@ class TestDisplays(unittest.TestCase):
         self.k.exec("x = 5")
         done, _, _ = self.k.exec("x")
         self.assertFalse(done["changed"])   # displayed: Out and _ grew, no variable changed
+        self.assertTrue(done["bookkeeping"])  # ... which a drain (session stop) saves
         done, _, _ = self.k.exec("%who")
         self.assertTrue(done["changed"])    # a magic is a call
 
@@ -247,6 +248,7 @@ class TestScientificDisplays(unittest.TestCase):
         k.exec("df")
         k.exec("df.a.sum()")
         k.exec("unpicklable = (i for i in range(3))")
+        k.exec("%%writefile /tmp/ktest-cell.txt\ncell")
         snap = k.snapshot()
         self.assertTrue(snap["manifest"]["ok"], snap["manifest"])
         self.assertNotIn("In", snap["manifest"]["kept"])
@@ -260,8 +262,36 @@ class TestScientificDisplays(unittest.TestCase):
             self.assertEqual(k2.value("int(__)"), "3")
             self.assertEqual(k2.value("_i2"), "'df'")
             self.assertEqual(k2.value("%who_ls"), "['df', 'pd']")
+            # In is the code as run, _iN the code as written (IPython's input_hist_parsed/raw)
+            self.assertEqual(k2.value("In[5]"), repr("get_ipython().run_cell_magic('writefile', '/tmp/ktest-cell.txt', 'cell\\n')"))
+            self.assertEqual(k2.value("_i5"), repr("%%writefile /tmp/ktest-cell.txt\ncell"))
         finally:
             k2.close()
+
+    def test_cwd_and_environment_survive_a_snapshot(self):
+        k = self.k
+        os.environ["KTEST_GONE"] = "here"     # the next kernels' environment has it
+        try:
+            k2 = Kernel()
+            try:
+                done, out, err = k2.exec("%env KTEST_A=1\nimport os\nos.environ['KTEST_B'] = 'b'\n"
+                                         "del os.environ['KTEST_GONE']\nos.makedirs('/tmp/ktest-sub', exist_ok=True)\n"
+                                         "%cd /tmp/ktest-sub")
+                self.assertEqual(done["status"], "ok", err)
+                snap = k2.snapshot()
+                self.assertTrue(snap["manifest"]["ok"], snap["manifest"])
+            finally:
+                k2.close()
+            k3 = Kernel(restore=snap["data"], seq=k2.seq)
+            try:
+                self.assertEqual(k3.value("%env KTEST_A"), "'1'")
+                self.assertEqual(k3.value("os.environ['KTEST_B']"), "'b'")
+                self.assertEqual(k3.value("'KTEST_GONE' in os.environ"), "False")
+                self.assertEqual(k3.value("%pwd"), "'/tmp/ktest-sub'")
+            finally:
+                k3.close()
+        finally:
+            del os.environ["KTEST_GONE"]
 
     def test_bookkeeping_is_bounded(self):
         import runtimectl_ipython as ipy

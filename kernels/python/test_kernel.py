@@ -942,7 +942,8 @@ gdf = pd.DataFrame(grid)
         self.k.exec("import mymod\nt = mymod.Thing()\nok = 5")
         snap = self.k.snapshot()
         self.assertTrue(snap["manifest"]["ok"], snap["manifest"])
-        # the new kernel runs somewhere without mymod.py
+        # the new kernel runs where mymod.py is gone (it goes back to the same working directory)
+        os.remove(os.path.join(self.k.tmp.name, "mymod.py"))
         k2 = self._restore(snap["data"])
         failed = {f["name"]: f for f in k2.ready["failed"]}
         self.assertIn("mymod", failed)
