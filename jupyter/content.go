@@ -113,6 +113,20 @@ type IsCompleteReply struct {
 	Indent string `json:"indent,omitempty"`
 }
 
+// MarshalJSON gives an incomplete reply its indent always, "" included, as ipykernel does
+// (the spec's indent is a field of every incomplete reply); the other statuses have none.
+func (r IsCompleteReply) MarshalJSON() ([]byte, error) {
+	if r.Status == "incomplete" {
+		return json.Marshal(struct {
+			Status string `json:"status"`
+			Indent string `json:"indent"`
+		}{r.Status, r.Indent})
+	}
+	return json.Marshal(struct {
+		Status string `json:"status"`
+	}{r.Status})
+}
+
 // HistoryRequest is the content of a history_request.
 type HistoryRequest struct {
 	Output         bool   `json:"output"`

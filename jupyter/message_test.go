@@ -164,3 +164,19 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestIsCompleteReplyHasAnIndentWhenIncompleteOnly(t *testing.T) {
+	for _, tc := range []struct {
+		reply IsCompleteReply
+		want  string
+	}{
+		{IsCompleteReply{Status: "incomplete"}, `{"status":"incomplete","indent":""}`},
+		{IsCompleteReply{Status: "incomplete", Indent: "    "}, `{"status":"incomplete","indent":"    "}`},
+		{IsCompleteReply{Status: "complete"}, `{"status":"complete"}`},
+		{IsCompleteReply{Status: "invalid", Indent: "  "}, `{"status":"invalid"}`},
+	} {
+		b, err := json.Marshal(tc.reply)
+		require.NoError(t, err)
+		assert.JSONEq(t, tc.want, string(b))
+	}
+}

@@ -33,6 +33,7 @@ IN_KEEP_BYTES = 2 << 20      # code kept in a snapshot's In (newest first), byte
 OUT_KEEP = 32                # values kept in a snapshot's Out (newest)
 DISPLAY_MAX = 8 << 20        # a display event larger than this (JSON) has its data replaced
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+INSPECT_SCHEME = "Neutral"   # the colours of inspect_reply: IPython's default, ipykernel's
 # Names the shell puts into the namespace, never a session's variables (vars, snapshots).
 BOOK_NAMES = frozenset(("In", "Out", "get_ipython", "exit", "quit", "__builtin__", "_", "__", "___", "_i",
                         "_ii", "_iii", "_ih", "_oh", "_dh", "_sh", "_exit_code"))
@@ -303,13 +304,24 @@ def inspect(shell, code, cursor_pos, detail_level):
     if cursor_pos is None:
         cursor_pos = len(code)
     name = token_at_cursor(code, cursor_pos)
+    # In IPython's colours, as ipykernel's shell answers (its default scheme, Neutral): a front
+    # end shows them; the session's own output (tracebacks, obj? pages) stays NoColor.
+    insp = shell.inspector
+    scheme, style = insp.color_table.active_scheme_name, getattr(insp.parser, "style", None)
     try:
+        insp.set_active_scheme(INSPECT_SCHEME)
+        if style is not None:
+            insp.parser.style = INSPECT_SCHEME
         bundle = shell.object_inspect_mime(name, detail_level=detail_level or 0)
         if not shell.enable_html_pager:
             bundle.pop("text/html", None)
         return {"found": True, "data": _jsonable(bundle), "metadata": {}}
     except KeyError:
         return {"found": False, "data": {}, "metadata": {}}
+    finally:
+        insp.set_active_scheme(scheme)
+        if style is not None:
+            insp.parser.style = style
 
 
 def is_complete(shell, code):
