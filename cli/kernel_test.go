@@ -74,16 +74,24 @@ func runPython(t *testing.T, env []string, py string, args ...string) string {
 }
 
 // Jupyter's own client library against the kernel: KernelManager + BlockingKernelClient
-// (execute, streams, figures, errors, interrupt, history, restart_kernel keeping a variable)
-// and the mission's start_new_kernel loop (cli/testdata/kernel/clients.py).
+// (execute, streams, figures, errors, interrupt, history, complete / inspect / is_complete
+// answered as ipykernel answers them, restart_kernel keeping a variable, and a kernel installed
+// with --clean-restart whose restart begins empty) and the mission's start_new_kernel loop
+// (cli/testdata/kernel/clients.py).
 func TestKernelWithJupyterClient(t *testing.T) {
 	c := testenv.Client(t)
-	py := jupyterPython(t, "jupyter_client")
+	py := jupyterPython(t, "jupyter_client", "ipykernel")
 	env := kernelEnv(t)
-	names := kernelSessions(t, c, 3)
-	env = append(env, "KERNEL=runtimectl-python", "SESSION_A="+names[0], "SESSION_B="+names[1], "RUNTIMECTL_SESSION="+names[2])
-	out := runPython(t, env, py, "testdata/kernel/clients.py")
-	assert.Contains(t, out, "OK")
+	cmd := exec.Command(binary, "kernel", "install", "--name", "runtimectl-clean", "--clean-restart")
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	names := kernelSessions(t, c, 4)
+	env = append(env, "KERNEL=runtimectl-python", "KERNEL_CLEAN=runtimectl-clean", "SESSION_A="+names[0], "SESSION_B="+names[1],
+		"SESSION_C="+names[3], "RUNTIMECTL_SESSION="+names[2])
+	res := runPython(t, env, py, "testdata/kernel/clients.py")
+	assert.Contains(t, res, "OK")
+	assert.NotContains(t, res, "skipped", "every test ran")
 
 	ctx := testenv.Ctx(t, 2*time.Minute)
 	// A shutdown without restart stops the session and keeps it, with its history.
@@ -113,7 +121,7 @@ func TestKernelNotebooksMatchIpykernel(t *testing.T) {
 	c := testenv.Client(t)
 	py := jupyterPython(t, "nbclient", "nbconvert", "ipykernel", "pandas", "matplotlib")
 	env := kernelEnv(t)
-	notebooks := []string{"basics", "pandas", "pandas+stop"} // display, magics, figure: with the IPython session (issue 23 part 1)
+	notebooks := []string{"basics", "pandas", "pandas+stop", "display", "magics", "figure", "magics+stop", "display+stop", "figure+stop"}
 	names := kernelSessions(t, c, len(notebooks))
 	env = append(env, "KERNEL=runtimectl-python", "SESSIONS="+strings.Join(names, ","), "RUNTIMECTL="+binary)
 	out := runPython(t, env, py, append([]string{"testdata/kernel/notebooks.py", t.TempDir()}, notebooks...)...)

@@ -9,6 +9,7 @@ Run with /usr/bin/python3 (Debian's python3-jupyter-client). Prints unittest's s
 """
 import os
 import queue
+import re
 import sys
 import time
 import unittest
@@ -56,6 +57,34 @@ def shell_reply(kc, msg_id, timeout=TIMEOUT):
         r = kc.get_shell_msg(timeout=max(1, deadline - time.time()))
         if r["parent_header"].get("msg_id") == msg_id:
             return r
+
+
+def start_reference():
+    """ipykernel (the python3 kernel), the reference the answers are compared with."""
+    km = KernelManager(kernel_name=os.environ.get("REFERENCE", "python3"))
+    km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=TIMEOUT)
+    return km, kc
+
+
+def no_file(text):
+    """An inspect reply's text without its File: line's path, the one inherent difference: a
+    cell's code is <exec-N> in a session and a temporary file of ipykernel's (whose names are
+    random), and other paths are shown relative to each kernel's own working directory."""
+    return re.sub(r"(File:(?:\x1b\[0m)?\s*).*", r"\1<path>", text or "")
+
+
+def ask(kc, op, code, cursor_pos=None, detail_level=0):
+    """A complete, inspect or is_complete request and its reply."""
+    if op == "complete":
+        msg_id = kc.complete(code, cursor_pos)
+    elif op == "inspect":
+        msg_id = kc.inspect(code, cursor_pos, detail_level)
+    else:
+        msg_id = kc.is_complete(code)
+    return shell_reply(kc, msg_id)
 
 
 def streams(msgs, name=None):
@@ -176,7 +205,42 @@ class Clients(unittest.TestCase):
         self.assertEqual(r["content"]["comms"], {})
         r = shell_reply(self.kc, self.kc.is_complete("x = 1"))
         self.assertEqual(r["msg_type"], "is_complete_reply")
-        self.assertIn(r["content"]["status"], ("complete", "unknown"))
+        self.assertEqual(r["content"]["status"], "complete")
+
+    def test_complete_inspect_and_is_complete_answer_as_ipykernel(self):
+        """The interpreter answers: the same replies as ipykernel's for the same state."""
+        setup = "import os\nmy_variable = 1\nmy_value = 2\ndef doubled(n):\n    'Doubles n.'\n    return 2 * n"
+        ref_km, ref = start_reference()
+        try:
+            for kc in (self.kc, ref):
+                reply, _ = run(kc, setup)
+                self.assertEqual(reply["status"], "ok", reply)
+            cases = [("complete", ("my_va",)), ("complete", ("os.pa",)), ("complete", ("doub",)),
+                     ("complete", ("os.path.jo", 7)),
+                     ("inspect", ("doubled",)), ("inspect", ("doubled(", 7)), ("inspect", ("no_such_name",)),
+                     ("inspect", ("doubled", None, 1)),
+                     ("is_complete", ("for i in range(3):",)), ("is_complete", ("x = (1,",)),
+                     ("is_complete", ("x = 1",)), ("is_complete", ("x = )",)), ("is_complete", ("%%time\nx = 1\n",))]
+            for op, args in cases:
+                with self.subTest(op=op, args=args):
+                    ours, theirs = ask(self.kc, op, *args), ask(ref, op, *args)
+                    self.assertEqual(ours["msg_type"], op + "_reply")
+                    a, b = ours["content"], theirs["content"]
+                    self.assertEqual(a["status"], "ok", a) if op != "is_complete" else None
+                    if op == "complete":
+                        self.assertEqual((a["cursor_start"], a["cursor_end"]), (b["cursor_start"], b["cursor_end"]))
+                        self.assertTrue(set(b["matches"]) <= set(a["matches"]) | {"%s" % m for m in a["matches"]},
+                                        "ours %r, ipykernel's %r" % (a["matches"], b["matches"]))
+                        self.assertTrue(a["matches"], "some matches")
+                    elif op == "inspect":
+                        self.assertEqual(a["found"], b["found"])
+                        self.assertEqual(sorted(a["data"]), sorted(b["data"]))
+                        self.assertEqual(no_file(a["data"].get("text/plain")), no_file(b["data"].get("text/plain")))
+                    else:
+                        self.assertEqual(a, b)
+        finally:
+            ref.stop_channels()
+            ref_km.shutdown_kernel(now=True)
 
 
 class Restart(unittest.TestCase):
@@ -193,6 +257,31 @@ class Restart(unittest.TestCase):
             self.assertIn("came back with its state", streams(msgs, "stderr"), "the restart says so")
             reply, msgs = run(kc, "print(kept)")
             self.assertEqual(streams(msgs), "42\n", "only once")
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=False)
+
+
+@unittest.skipUnless(os.environ.get("KERNEL_CLEAN"), "no --clean-restart kernel installed")
+class CleanRestart(unittest.TestCase):
+    """A kernel installed with --clean-restart: a restart begins with an empty state."""
+
+    def test_restart_gives_a_fresh_namespace(self):
+        km = KernelManager(kernel_name=os.environ["KERNEL_CLEAN"])
+        km.start_kernel(env={**os.environ, "RUNTIMECTL_SESSION": os.environ["SESSION_C"]})
+        kc = km.client()
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=TIMEOUT)
+            reply, _ = run(kc, "gone = 1\nwith open('kept.txt', 'w') as f:\n    f.write('file')")
+            self.assertEqual(reply["status"], "ok", reply)
+            km.restart_kernel()
+            kc.wait_for_ready(timeout=TIMEOUT)
+            reply, msgs = run(kc, "gone")
+            self.assertEqual(reply["status"], "error", "the variable is gone")
+            self.assertEqual(reply["ename"], "NameError")
+            reply, msgs = run(kc, "print(open('kept.txt').read())")
+            self.assertEqual(streams(msgs, "stdout"), "file\n", "the workspace's files are kept")
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=False)

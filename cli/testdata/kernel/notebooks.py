@@ -7,8 +7,8 @@ per notebook, in order), RUNTIMECTL (the binary, for STOP_EACH: a `session stop`
 cell, run through nbclient), REFERENCE (default python3: ipykernel).
 
 Every cell's outputs must match: the same output types in the same order, streams by name, the
-same mime types in each display_data and execute_result; and the same text (streams,
-text/plain, text/html) unless the cell's metadata says "runtimectl": {"compare": "types"}
+same mime types in each display_data and execute_result; and the same text (streams, with
+ipykernel's \r\n of !cmd as \n; text/plain, text/html...) unless the cell's metadata says "runtimectl": {"compare": "types"}
 (addresses, timings, sizes of figures). Prints one line per notebook, then 'N passed, N failed'.
 """
 import os
@@ -54,6 +54,24 @@ NOTEBOOKS = {
         code("%%capture cap\nprint('captured')"),
         code("cap.stdout"),
         code("_"),
+        code("%timeit -n 3 -r 2 sum(range(100))", compare="types"),
+        code("%%time\nw = 2 * 3", compare="types"),
+        code("%who"),
+        code("%whos", compare="types"),
+        code("%env RUNTIMECTL_NB=1"),
+        code("%env RUNTIMECTL_NB"),
+        code("%pwd", compare="types"),
+        code("%%bash\necho from bash\necho to stderr >&2"),
+        code("%%writefile script.py\nprint('ran', __name__)\nscript_var = 5"),
+        code("%run script.py"),
+        code("script_var"),
+        code("%load_ext autoreload\n%autoreload 2"),
+        code("In[2]"),
+        code("In[1]"),
+        code("Out[4]"),
+        code("def double(n):\n    'Doubles n.'\n    return 2 * n\ndouble?"),
+        code("double??"),
+        code("__"),
         code("%matplotlib inline\nimport matplotlib.pyplot as plt\nplt.plot([1, 2]);", compare="types"),
     ],
     "pandas": [
@@ -115,6 +133,12 @@ def execute_stopping(src, dst, kernel, env, session, runtimectl):
     return nb
 
 
+def stream_text(text):
+    """ipykernel runs !cmd under a pseudo-terminal (pexpect), whose line discipline ends each
+    line with \r\n; runtimectl runs it on the code's own pipes. Only that is normalized."""
+    return text.replace("\r\n", "\n")
+
+
 def shape(output):
     t = output["output_type"]
     if t == "stream":
@@ -129,7 +153,7 @@ def shape(output):
 def texts(output):
     t = output["output_type"]
     if t == "stream":
-        return {"text": output["text"]}
+        return {"text": stream_text(output["text"])}
     if t in ("display_data", "execute_result"):
         return {k: v for k, v in output["data"].items() if k in ("text/plain", "text/html", "text/markdown", "text/latex", "image/svg+xml", "application/json")}
     return {}
