@@ -42,7 +42,7 @@ func (r *Runner) Kube(ctx context.Context, kubeconfig string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	kc := session.NewWithBackend(kb.Session())
+	kc := session.NewWithEngine(kb)
 	defer kc.Close()
 	l, _ := lang.Get("bash")
 	spec := func(name string) session.Spec {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runtimectl/runtimectl/backend"
+	"github.com/runtimectl/runtimectl/engine"
 	"os"
 	"strings"
 	"time"
@@ -78,7 +78,7 @@ Exits 0 when every check passes and 125 when one fails.`,
 
 // runDoctor runs the checks in order; without an engine the others cannot run and are left out.
 func runDoctor(ctx context.Context, f *Factory) []doctorCheck {
-	if f.backend() == backend.Kubernetes {
+	if f.backend() == engine.Kubernetes {
 		return runKubeDoctor(ctx, f)
 	}
 	eng, err := engineInfo(ctx, f, 10*time.Second)

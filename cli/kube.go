@@ -26,7 +26,7 @@ func (f *Factory) kubeClient(logger *slog.Logger, opts []session.Option) (*sessi
 	if err != nil {
 		return nil, err
 	}
-	return session.NewWithBackend(b.Session(), opts...), nil
+	return session.NewWithEngine(b, opts...), nil
 }
 
 // kubeOptions are the cluster's choices for sessions, from the environment:

@@ -23,7 +23,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runtimectl/runtimectl/backend"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -82,9 +82,9 @@ func (f *Factory) Client() (*session.Client, error) {
 			opts = append(opts, session.WithInstallBuilds())
 		}
 		switch f.backend() {
-		case backend.Docker:
+		case engine.Docker:
 			f.client, f.err = session.New(append(opts, session.WithHost(f.Host))...)
-		case backend.Kubernetes:
+		case engine.Kubernetes:
 			f.client, f.err = f.kubeClient(logger, opts) // (kube.go; a lean build runs runtimectl-kube)
 		default:
 			f.err = usagef("backend %q: use docker or kubernetes (--backend, or RUNTIMECTL_BACKEND)", f.backend())
@@ -101,7 +101,7 @@ func (f *Factory) backend() string {
 	if b := os.Getenv("RUNTIMECTL_BACKEND"); b != "" {
 		return b
 	}
-	return backend.Docker
+	return engine.Docker
 }
 
 // exitError carries an exit code that is not an error of runtimectl itself (the code's status).

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -242,7 +242,7 @@ func newCmdInterrupt(f *Factory) *cobra.Command {
 			}
 			// A stopped session is left stopped: nothing runs in it.
 			ci, err := cl.Runtimes().Inspect(c.Context(), a[0])
-			if err != nil && !errors.Is(err, containers.ErrNotFound) {
+			if err != nil && !errors.Is(err, engine.ErrNotFound) {
 				return err
 			}
 			if err != nil || !ci.Running {

@@ -11,6 +11,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/client"
 
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
@@ -29,18 +30,18 @@ func Dial(host string) (*client.Client, error) {
 	return cli, nil
 }
 
-// ErrNotFound is returned when a container does not exist.
-var ErrNotFound = errors.New("not found")
-
-// ErrConflict is a name another container has.
-var ErrConflict = errors.New("the name is in use")
-
-// ErrBeingCreated is a container whose name another process took at the same moment and that
-// is not there (yet, or any more): the session is that process's to make.
-var ErrBeingCreated = errors.New("the container is being created by another process")
-
-// ErrUnreachable wraps errors that mean the Docker engine could not be reached.
-var ErrUnreachable = errors.New("the Docker engine cannot be reached")
+// The engine's errors, as this package returns them.
+var (
+	// ErrNotFound is returned when a container does not exist.
+	ErrNotFound = engine.ErrNotFound
+	// ErrConflict is a name another container has.
+	ErrConflict = engine.ErrConflict
+	// ErrBeingCreated is a container whose name another process took at the same moment and
+	// that is not there (yet, or any more): the session is that process's to make.
+	ErrBeingCreated = engine.Described(engine.ErrBeingCreated, "the container is being created by another process")
+	// ErrUnreachable wraps errors that mean the Docker engine could not be reached.
+	ErrUnreachable = engine.Described(engine.ErrUnreachable, "the Docker engine cannot be reached")
+)
 
 // classifyHost is classify for a client that dials host ("" for DOCKER_HOST or the default).
 func classifyHost(err error, host string) error {

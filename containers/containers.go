@@ -2,6 +2,7 @@ package containers
 
 import (
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 
 	"context"
 	"errors"
@@ -43,41 +44,20 @@ type API interface {
 	DaemonHost() string
 }
 
-// Spec is what a session container is made from.
-type Spec struct {
-	Session string
-	Lang    string
-	Image   string
-	Volume  string // the workspace volume, mounted at /workspace
-	// StateVolume is the state volume, mounted at contract.StateDir (root, 0700, outside the
-	// workspace); "" mounts none (a session made before it, until it is migrated).
-	StateVolume string
-	Memory      int64   // bytes; also the memory+swap limit (no swap)
-	CPUs        float64 // 0: DefaultCPUs
-	Pids        int64
-	Network     string // "none" or "bridge"
-	Env         []string
-	Settings    string // JSON, passed to the agent as RUNTIMECTL_SETTINGS
-	Runtime     string // an OCI runtime such as runsc; "" is the engine's default
-	TmpSize     int64  // bytes of /tmp (tmpfs, counted in the memory limit)
-	// Labels are added to the container's own (which they cannot replace).
-	Labels map[string]string
-	// Egress: the session has allowed hosts; its container has loopback only and mounts its
-	// egress proxy's socket volume (egress.go).
-	Egress bool
-}
+// Spec is what a session container is made from (engine.Spec).
+type Spec = engine.Spec
 
 // Defaults for a session container.
 const (
-	DefaultMemory = 2 << 30
+	DefaultMemory = engine.DefaultMemory
 	// DefaultCPUs caps a session at one CPU, so that code spinning in a few sessions cannot
 	// starve the others or the host; DefaultCPUShares is its weight when CPUs are contended
 	// (half a default container's 1024), for the same reason.
-	DefaultCPUs      = 1.0
+	DefaultCPUs      = engine.DefaultCPUs
 	DefaultCPUShares = 512
-	DefaultPids      = 512
-	DefaultNetwork   = "none"
-	DefaultTmpSize   = 512 << 20
+	DefaultPids      = engine.DefaultPids
+	DefaultNetwork   = engine.DefaultNetwork
+	DefaultTmpSize   = engine.DefaultTmpSize
 	// FileSizeLimit caps a single file the session writes (RLIMIT_FSIZE).
 	FileSizeLimit = 16 << 30
 	// OpenFilesLimit caps the open files of each process of the session (RLIMIT_NOFILE).
@@ -93,24 +73,8 @@ const (
 	ProcessLimit = 8192
 )
 
-// Info is what runtimectl knows of a session container.
-type Info struct {
-	ID        string
-	Name      string // container name, runtimectl-NAME
-	Session   string
-	Lang      string
-	Image     string
-	State     string // created, running, exited, dead, ...
-	Running   bool
-	OOMKilled bool
-	ExitCode  int
-	Created   time.Time
-	StartedAt time.Time
-	Labels    map[string]string
-	// StateMounted is false for a container made before sessions had a state volume: its
-	// agent keeps the state in contract.LegacyStateDir.
-	StateMounted bool
-}
+// Info is what runtimectl knows of a session container (engine.Info).
+type Info = engine.Info
 
 // Manager creates and drives session containers.
 type Manager struct {
@@ -125,7 +89,7 @@ func New(api API) *Manager { return &Manager{api: api} }
 func (m *Manager) classify(err error) error { return classifyHost(err, m.api.DaemonHost()) }
 
 // Name returns the container name of a session.
-func Name(session string) string { return Prefix + session }
+func Name(session string) string { return contract.NamePrefix + session }
 
 // Config builds the container's configuration: the hardening lives here, in one place. Create
 // uses it; so does tcsession, which hands it to testcontainers-go.
@@ -138,7 +102,7 @@ func Config(s Spec) (*container.Config, *container.HostConfig) {
 	for k, v := range s.Labels {
 		labels[k] = v
 	}
-	labels[LabelSession], labels[LabelLang], labels[LabelSchema] = s.Session, s.Lang, Schema
+	labels[contract.LabelSession], labels[contract.LabelLang], labels[contract.LabelSchema] = s.Session, s.Lang, contract.LabelsSchema
 	cfg := &container.Config{
 		Image:      s.Image,
 		Env:        env,
@@ -329,11 +293,11 @@ func fromInspect(r container.InspectResponse) Info {
 	if r.Config != nil {
 		info.Labels = r.Config.Labels
 		info.Session = sessionOf(info.Name, r.Config.Labels)
-		info.Lang = r.Config.Labels[LabelLang]
+		info.Lang = r.Config.Labels[contract.LabelLang]
 		info.Image = r.Config.Image
 	}
 	if r.State != nil {
-		info.State = string(r.State.Status)
+		info.State = engine.State(r.State.Status)
 		info.Running = r.State.Running
 		info.OOMKilled = r.State.OOMKilled
 		info.ExitCode = r.State.ExitCode
@@ -343,14 +307,14 @@ func fromInspect(r container.InspectResponse) Info {
 	return info
 }
 
-// sessionOf is the session a container is: its name less Prefix, which a warm pool's claim
+// sessionOf is the session a container is: its name less contract.NamePrefix, which a warm pool's claim
 // changes (Rename), for a container named so; else its session label (one named by another
 // tool, testcontainers-go's say).
 func sessionOf(name string, labels map[string]string) string {
-	if s, ok := strings.CutPrefix(name, Prefix); ok && s != "" {
+	if s, ok := strings.CutPrefix(name, contract.NamePrefix); ok && s != "" {
 		return s
 	}
-	return labels[LabelSession]
+	return labels[contract.LabelSession]
 }
 
 // Rename renames the session's container to be session to's, atomically: of two renames of one
@@ -376,7 +340,7 @@ func trimSlash(s string) string {
 
 // List returns every container labelled as a runtimectl session, running or not.
 func (m *Manager) List(ctx context.Context) ([]Info, error) {
-	cs, err := m.api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelSession))})
+	cs, err := m.api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", contract.LabelSession))})
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", m.classify(err))
 	}
@@ -387,8 +351,8 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 			name = trimSlash(c.Names[0])
 		}
 		out = append(out, Info{
-			ID: c.ID, Name: name, Session: sessionOf(name, c.Labels), Lang: c.Labels[LabelLang], Image: c.Image,
-			State: string(c.State), Running: c.State == "running", Created: time.Unix(c.Created, 0), Labels: c.Labels,
+			ID: c.ID, Name: name, Session: sessionOf(name, c.Labels), Lang: c.Labels[contract.LabelLang], Image: c.Image,
+			State: engine.State(c.State), Running: c.State == "running", Created: time.Unix(c.Created, 0), Labels: c.Labels,
 			StateMounted: stateMounted(c.Mounts),
 		})
 	}

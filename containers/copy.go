@@ -10,6 +10,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/runtimectl/runtimectl/engine"
 )
 
 // CopyFrom returns a tar stream of path in the session's container (running or not; the
@@ -30,15 +32,8 @@ func (m *Manager) CopyTo(ctx context.Context, session, dir string, content io.Re
 	return nil
 }
 
-// PathInfo describes a path in a session's container.
-type PathInfo struct {
-	Exists bool
-	IsDir  bool
-	Size   int64
-	// Link is the target of a path that is a symbolic link (its last element; the engine
-	// follows links before it), as the link says it; empty for anything else.
-	Link string
-}
+// PathInfo describes a path in a session's container (engine.PathInfo).
+type PathInfo = engine.PathInfo
 
 // Stat describes path in the session's container (running or not).
 func (m *Manager) Stat(ctx context.Context, session, path string) (PathInfo, error) {

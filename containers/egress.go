@@ -17,6 +17,7 @@ import (
 
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/egress"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
@@ -38,14 +39,6 @@ import (
 // containers off, so that a proxy reaches the outside but no other session's proxy.
 const EgressNetwork = "runtimectl-egress"
 
-// LabelEgress is on a session's egress proxy container and its socket volume: the session's
-// name. They carry no LabelSession, so that they are never taken for a session's own.
-const LabelEgress = "io.runtimectl.egress"
-
-// LabelAllowHosts is on the container (pod) of a session with allowed hosts: its proxy must run
-// before it starts.
-const LabelAllowHosts = "io.runtimectl.allow-hosts"
-
 // EgressName is the name of a session's egress proxy container and of its socket volume. The
 // underscore keeps it apart from every session's runtimectl-NAME.
 func EgressName(session string) string { return "runtimectl_egress-" + session }
@@ -53,17 +46,8 @@ func EgressName(session string) string { return "runtimectl_egress-" + session }
 // egressStateDir is where the proxy keeps what it makes at its start (a tmpfs).
 const egressStateDir = "/var/lib/runtimectl-egress"
 
-// EgressSpec is what a session's egress proxy container is made from.
-type EgressSpec struct {
-	Session string
-	// Image carries contract.EgressBinary: runtimectl's session images do.
-	Image string
-	// Config is the proxy's configuration (it holds the secret headers' values, which only the
-	// proxy's container sees, never the session's); Listen is set here.
-	Config egress.Config
-	// Network is the proxy's outside network; "" is EgressNetwork.
-	Network string
-}
+// EgressSpec is what a session's egress proxy container is made from (engine.EgressSpec).
+type EgressSpec = engine.EgressSpec
 
 // egressAPI is what egress needs of the engine beyond API: removing the socket volume.
 type egressAPI interface {
@@ -85,7 +69,7 @@ func (m *Manager) EnsureEgressNetwork(ctx context.Context) error {
 	_, err = m.api.NetworkCreate(ctx, EgressNetwork, network.CreateOptions{
 		Driver:  "bridge",
 		Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
-		Labels:  map[string]string{LabelSchema: Schema},
+		Labels:  map[string]string{contract.LabelSchema: contract.LabelsSchema},
 	})
 	if err != nil && !IsConflict(err) {
 		return advice.Errorf("create network %s (the egress proxies of sessions with %s use it): %w", EgressNetwork, advice.Words{Lib: "AllowHosts", CLI: "--allow-host"}, m.classify(err))
@@ -107,7 +91,7 @@ func egressConfig(s EgressSpec) (*container.Config, *container.HostConfig) {
 	if nw == "" {
 		nw = EgressNetwork
 	}
-	labels := map[string]string{LabelEgress: s.Session, LabelSchema: Schema}
+	labels := map[string]string{contract.LabelEgress: s.Session, contract.LabelSchema: contract.LabelsSchema}
 	pids := int64(256)
 	c := &container.Config{
 		Image:      s.Image,
@@ -147,7 +131,7 @@ func egressMounts(s Spec) []mount.Mount {
 		return nil
 	}
 	return []mount.Mount{{Type: mount.TypeVolume, Source: EgressName(s.Session), Target: contract.EgressDir,
-		VolumeOptions: &mount.VolumeOptions{Labels: map[string]string{LabelEgress: s.Session, LabelSchema: Schema}}}}
+		VolumeOptions: &mount.VolumeOptions{Labels: map[string]string{contract.LabelEgress: s.Session, contract.LabelSchema: contract.LabelsSchema}}}}
 }
 
 // egressHost is what a session's container with allowed hosts changes of its host config:
@@ -158,7 +142,7 @@ func egressHost(s Spec, cfg *container.Config, hc *container.HostConfig) {
 	if !s.Egress {
 		return
 	}
-	cfg.Labels[LabelAllowHosts] = "1"
+	cfg.Labels[contract.LabelAllowHosts] = "1"
 	hc.NetworkMode = "none"
 	hc.DNS = []string{egress.AnswerAddr}
 	hc.DNSSearch = []string{"."}

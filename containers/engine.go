@@ -10,21 +10,12 @@ import (
 	"strings"
 
 	"github.com/docker/docker/api/types"
+
+	"github.com/runtimectl/runtimectl/engine"
 )
 
-// Engine describes the Docker engine that a client talks to.
-type Engine struct {
-	Name          string `json:"name"`            // "Docker" or "Podman", from the server's first component
-	Host          string `json:"host"`            // as the client dials it: unix:///var/run/docker.sock, tcp://host:2376
-	Version       string `json:"version"`         // the engine's version, e.g. 28.5.2
-	APIVersion    string `json:"api_version"`     // the newest API version the engine speaks
-	MinAPIVersion string `json:"min_api_version"` // the oldest
-	ClientAPI     string `json:"client_api"`      // the API version this client negotiated
-	OS            string `json:"os"`
-	Arch          string `json:"arch"`
-	Rootless      bool   `json:"rootless"`       // the engine runs as an unprivileged user
-	CgroupVersion string `json:"cgroup_version"` // "1" or "2"; "" when the engine did not say
-}
+// Engine describes the Docker engine that a client talks to (engine.About).
+type Engine = engine.About
 
 // engineInfo is the part of the engine's /info that Engine reports. Podman says it is rootless
 // in a field of its own; a rootless Docker says it among its security options.
@@ -56,9 +47,9 @@ func (m *Manager) Host() string {
 	return ""
 }
 
-// Engine asks the engine for its version. An engine that cannot be reached is ErrUnreachable,
+// About asks the engine for its version. An engine that cannot be reached is ErrUnreachable,
 // with a message that says what to check (TLS certificates included).
-func (m *Manager) Engine(ctx context.Context) (Engine, error) {
+func (m *Manager) About(ctx context.Context) (Engine, error) {
 	v, ok := m.api.(versionAPI)
 	if !ok {
 		return Engine{}, errors.New("engine version: this client cannot ask for it")

@@ -21,10 +21,8 @@ import (
 	"github.com/docker/go-units"
 
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 )
-
-// LabelHelper marks a short-lived helper container (never a session's).
-const LabelHelper = "io.runtimectl.helper"
 
 // Measurement is what `runtime-agent du` printed for one path.
 type Measurement struct {
@@ -51,7 +49,7 @@ func (m *Manager) Measure(ctx context.Context, image string, vols []string) ([]i
 	}
 	pids := int64(16)
 	cfg := &container.Config{Image: image, Entrypoint: cmd, User: "0:0", NetworkDisabled: true,
-		Labels: map[string]string{LabelHelper: "measure"}}
+		Labels: map[string]string{contract.LabelHelper: "measure"}}
 	hc := &container.HostConfig{
 		NetworkMode: "none", CapDrop: []string{"ALL"}, CapAdd: []string{"DAC_READ_SEARCH"},
 		SecurityOpt: []string{"no-new-privileges"}, ReadonlyRootfs: true, Mounts: ms,
@@ -90,8 +88,8 @@ func (m *Manager) RunHelper(ctx context.Context, cfg *container.Config, hc *cont
 	if cfg.Labels == nil {
 		cfg.Labels = map[string]string{}
 	}
-	if _, ok := cfg.Labels[LabelHelper]; !ok {
-		cfg.Labels[LabelHelper] = "1"
+	if _, ok := cfg.Labels[contract.LabelHelper]; !ok {
+		cfg.Labels[contract.LabelHelper] = "1"
 	}
 	hc.AutoRemove = true
 	created, err := m.api.ContainerCreate(ctx, cfg, hc, nil, nil, "")
@@ -141,7 +139,7 @@ func (m *Manager) RunHelper(ctx context.Context, cfg *container.Config, hc *cont
 // containers cannot reach one another, so the installer reaches the index but no session),
 // with the workspace volume mounted, a read-only root with a 1 GiB /tmp, its working folder
 // /tmp. It kills itself at its deadline and removes itself when it ends; it carries no
-// session's label (`session ls` never shows it), only LabelHelper and LabelHelperFor, and
+// session's label (`session ls` never shows it), only contract.LabelHelper and LabelHelperFor, and
 // `session gc` and `session rm` remove it.
 type Installer struct {
 	Image   string
@@ -154,14 +152,8 @@ type Installer struct {
 	Deadline time.Time
 }
 
-// LabelHelperFor names the session a helper container works for; LabelDeadline is the Unix
-// time past which the helper is a leftover that gc removes.
-const (
-	LabelHelperFor = "io.runtimectl.helper-for"
-	LabelDeadline  = "io.runtimectl.deadline"
-	// InstallTimeout is an installer's deadline when the caller sets none.
-	InstallTimeout = 15 * time.Minute
-)
+// InstallTimeout is an installer's deadline when the caller sets none (engine.InstallTimeout).
+const InstallTimeout = engine.InstallTimeout
 
 // RunInstaller runs it to its end, streaming its output to out, and returns its exit code.
 func (m *Manager) RunInstaller(ctx context.Context, in Installer, out io.Writer) (int, error) {
@@ -180,7 +172,7 @@ func (m *Manager) RunInstaller(ctx context.Context, in Installer, out io.Writer)
 	if err := m.EnsureNetwork(ctx, "bridge"); err != nil {
 		return -1, err
 	}
-	labels := map[string]string{LabelHelper: "install", LabelHelperFor: in.For, LabelDeadline: strconv.FormatInt(deadline.Unix(), 10)}
+	labels := map[string]string{contract.LabelHelper: "install", contract.LabelHelperFor: in.For, contract.LabelDeadline: strconv.FormatInt(deadline.Unix(), 10)}
 	argv := append([]string{"timeout", "-s", "KILL", strconv.Itoa(secs)}, in.Argv...)
 	cfg := &container.Config{Image: in.Image, User: "1000:1000", WorkingDir: "/tmp", Entrypoint: argv, Env: in.Env, Labels: labels}
 	hc := &container.HostConfig{
@@ -197,9 +189,9 @@ func (m *Manager) RunInstaller(ctx context.Context, in Installer, out io.Writer)
 // Helpers lists the helper containers (installers, measures) with their labels; for is the
 // session they work for ("" any).
 func (m *Manager) Helpers(ctx context.Context, forSession string) ([]Info, error) {
-	f := filters.NewArgs(filters.Arg("label", LabelHelper))
+	f := filters.NewArgs(filters.Arg("label", contract.LabelHelper))
 	if forSession != "" {
-		f.Add("label", LabelHelperFor+"="+forSession)
+		f.Add("label", contract.LabelHelperFor+"="+forSession)
 	}
 	cs, err := m.api.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
@@ -207,7 +199,7 @@ func (m *Manager) Helpers(ctx context.Context, forSession string) ([]Info, error
 	}
 	out := make([]Info, 0, len(cs))
 	for _, c := range cs {
-		out = append(out, Info{ID: c.ID, State: string(c.State), Running: c.State == "running", Created: time.Unix(c.Created, 0), Labels: c.Labels})
+		out = append(out, Info{ID: c.ID, State: engine.State(c.State), Running: c.State == "running", Created: time.Unix(c.Created, 0), Labels: c.Labels})
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/network"
 
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
@@ -53,7 +54,7 @@ func (m *Manager) EnsureNetwork(ctx context.Context, setting string) error {
 	_, err = m.api.NetworkCreate(ctx, BridgeNetwork, network.CreateOptions{
 		Driver:  "bridge",
 		Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
-		Labels:  map[string]string{LabelSchema: Schema},
+		Labels:  map[string]string{contract.LabelSchema: contract.LabelsSchema},
 	})
 	if err != nil && !IsConflict(err) { // another process made it at the same moment
 		return advice.Errorf("create network %s (sessions with %s use it): %w", BridgeNetwork, advice.Words{Lib: "Network bridge", CLI: "--network bridge"}, m.classify(err))

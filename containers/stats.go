@@ -6,16 +6,12 @@ import (
 	"fmt"
 
 	"github.com/docker/docker/api/types/container"
+
+	"github.com/runtimectl/runtimectl/engine"
 )
 
-// Stats is a running container's use of the host, as `docker stats` shows it.
-type Stats struct {
-	CPUPercent  float64 `json:"cpu_percent"` // of one CPU: 100 is one CPU busy
-	MemoryBytes int64   `json:"memory_bytes"`
-	MemoryLimit int64   `json:"memory_limit"`
-	Pids        int64   `json:"pids"`
-	PidsLimit   int64   `json:"pids_limit"`
-}
+// Stats is a running container's use of the host, as `docker stats` shows it (engine.Stats).
+type Stats = engine.Stats
 
 // Stats samples the session's container (the engine measures over about a second).
 func (m *Manager) Stats(ctx context.Context, session string) (Stats, error) {

@@ -1,6 +1,6 @@
 // Package images builds, lists and removes the images that sessions run, through the Docker
 // API. An image is usable for sessions only if it carries the runtimectl agent, which the
-// build records in a label (containers.LabelAgent); the build also records a hash of its whole
+// build records in a label (contract.LabelAgent); the build also records a hash of its whole
 // context, so that an image whose content has not changed is not built again.
 //
 // It is one of the three packages that import the Docker SDK; its exported types are the
@@ -30,7 +30,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/jsonmessage"
 
-	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/lang"
 )
 
@@ -133,7 +133,7 @@ func (b *Builder) Build(ctx context.Context, o BuildOptions) (string, bool, erro
 	}
 	hash := contentHash(files, baseImg.ID)
 	if !o.Force {
-		if cur, err := b.api.ImageInspect(ctx, ref); err == nil && cur.Config != nil && cur.Config.Labels[containers.LabelHash] == hash {
+		if cur, err := b.api.ImageInspect(ctx, ref); err == nil && cur.Config != nil && cur.Config.Labels[contract.LabelHash] == hash {
 			if o.Progress != nil {
 				fmt.Fprintf(o.Progress, "%s is up to date (content %s)\n", ref, hash[:12])
 			}
@@ -149,7 +149,7 @@ func (b *Builder) Build(ctx context.Context, o BuildOptions) (string, bool, erro
 		Tags:        []string{ref},
 		Dockerfile:  o.Lang.Dockerfile,
 		BuildArgs:   buildArgs,
-		Labels:      map[string]string{containers.LabelHash: hash, containers.LabelAgent: "1", containers.LabelLang: o.Lang.Name},
+		Labels:      map[string]string{contract.LabelHash: hash, contract.LabelAgent: "1", contract.LabelLang: o.Lang.Name},
 		Remove:      true,
 		ForceRemove: true,
 		Version:     build.BuilderV1,
@@ -249,9 +249,9 @@ func (b *Builder) Inspect(ctx context.Context, ref string) (Image, error) {
 	img := Image{ID: r.ID, Refs: r.RepoTags, Size: r.Size}
 	img.Created, _ = time.Parse(time.RFC3339Nano, r.Created)
 	if r.Config != nil {
-		img.Lang = r.Config.Labels[containers.LabelLang]
-		img.Hash = r.Config.Labels[containers.LabelHash]
-		img.Agent = r.Config.Labels[containers.LabelAgent] == "1"
+		img.Lang = r.Config.Labels[contract.LabelLang]
+		img.Hash = r.Config.Labels[contract.LabelHash]
+		img.Agent = r.Config.Labels[contract.LabelAgent] == "1"
 	}
 	if !img.Agent {
 		return img, fmt.Errorf("%w: %s", ErrNoAgent, ref)
@@ -261,14 +261,14 @@ func (b *Builder) Inspect(ctx context.Context, ref string) (Image, error) {
 
 // List returns the images that carry the agent.
 func (b *Builder) List(ctx context.Context) ([]Image, error) {
-	list, err := b.api.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", containers.LabelAgent+"=1"))})
+	list, err := b.api.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", contract.LabelAgent+"=1"))})
 	if err != nil {
 		return nil, fmt.Errorf("list images: %w", err)
 	}
 	out := make([]Image, 0, len(list))
 	for _, s := range list {
 		out = append(out, Image{
-			ID: s.ID, Refs: s.RepoTags, Lang: s.Labels[containers.LabelLang], Hash: s.Labels[containers.LabelHash],
+			ID: s.ID, Refs: s.RepoTags, Lang: s.Labels[contract.LabelLang], Hash: s.Labels[contract.LabelHash],
 			Size: s.Size, Created: time.Unix(s.Created, 0), Agent: true,
 		})
 	}

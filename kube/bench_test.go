@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/execproto"
 )
 
@@ -18,7 +19,7 @@ func BenchmarkPodStart(b *testing.B) {
 		name := fmt.Sprintf("bench-start-%d", i)
 		provision(b, kb, name)
 		s := bashSpec(name)
-		_, err := kb.Volumes().Create(ctx, name, "bash", s.Settings)
+		_, err := kb.Storage().Create(ctx, name, "bash", s.Settings, engine.VolumeOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

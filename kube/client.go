@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/runtimectl/runtimectl/backend"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
@@ -50,8 +50,8 @@ var quietKlog sync.Once
 // DefaultStartTimeout bounds a pod's start: a large image pulled from a registry takes minutes.
 const DefaultStartTimeout = 5 * time.Minute
 
-// Backend runs sessions in one namespace of one cluster. It implements backend.Backend,
-// backend.Runtime and backend.Volumes.
+// Backend runs sessions in one namespace of one cluster. It implements engine.Engine,
+// engine.Runtimes and engine.Storage.
 type Backend struct {
 	cs         kubernetes.Interface
 	rest       *rest.Config
@@ -83,9 +83,9 @@ func New(c Config) (*Backend, error) {
 			where = strings.Join(rules.Precedence, ", ")
 		}
 		if clientcmd.IsEmptyConfig(err) {
-			return nil, advice.Errorf("%w: no kubeconfig (looked in %s); set %s to the cluster's kubeconfig", backend.ErrUnreachable, where, advice.Words{Lib: "KUBECONFIG or Config.Kubeconfig", CLI: "KUBECONFIG or --kubeconfig"})
+			return nil, advice.Errorf("%w: no kubeconfig (looked in %s); set %s to the cluster's kubeconfig", engine.ErrUnreachable, where, advice.Words{Lib: "KUBECONFIG or Config.Kubeconfig", CLI: "KUBECONFIG or --kubeconfig"})
 		}
-		return nil, fmt.Errorf("%w: kubeconfig %s: %v", backend.ErrUnreachable, where, oneLine(err.Error()))
+		return nil, fmt.Errorf("%w: kubeconfig %s: %v", engine.ErrUnreachable, where, oneLine(err.Error()))
 	}
 	ns := c.Namespace
 	if ns == "" {
@@ -120,14 +120,8 @@ func New(c Config) (*Backend, error) {
 	return b, nil
 }
 
-// Name is backend.Kubernetes.
-func (b *Backend) Name() string { return backend.Kubernetes }
-
-// Runtime returns b: the pods.
-func (b *Backend) Runtime() backend.Runtime { return b }
-
-// Volumes returns the claims' side of b.
-func (b *Backend) Volumes() backend.Volumes { return (*Volumes)(b) }
+// Name is engine.Kubernetes.
+func (b *Backend) Name() string { return engine.Kubernetes }
 
 // Close releases nothing: client-go's connections are pooled by its transport.
 func (b *Backend) Close() error { return nil }
@@ -141,7 +135,7 @@ func (b *Backend) Host() string { return b.server + " (namespace " + b.ns + ")" 
 // Clientset returns the client-go clientset, for tests and `doctor`.
 func (b *Backend) Clientset() kubernetes.Interface { return b.cs }
 
-// Ping asks the API server for its version: an unreachable cluster is backend.ErrUnreachable
+// Ping asks the API server for its version: an unreachable cluster is engine.ErrUnreachable
 // with the kubeconfig's server named.
 func (b *Backend) Ping(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.call)
@@ -159,18 +153,18 @@ func (b *Backend) Ping(ctx context.Context) (string, error) {
 	return v.GitVersion, nil
 }
 
-// classify maps a client-go error to the project's errors: NotFound to backend.ErrNotFound,
-// a server that does not answer to backend.ErrUnreachable naming the server and the kubeconfig.
+// classify maps a client-go error to the project's errors: NotFound to engine.ErrNotFound,
+// a server that does not answer to engine.ErrUnreachable naming the server and the kubeconfig.
 func (b *Backend) classify(err error) error {
 	if err == nil {
 		return nil
 	}
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("%w: %v", backend.ErrNotFound, err)
+		return fmt.Errorf("%w: %v", engine.ErrNotFound, err)
 	}
 	if isUnreachable(err) {
 		return advice.Errorf("%w: the Kubernetes API server %s (from kubeconfig %s) does not answer: %s; is the cluster running, and are %s right?",
-			backend.ErrUnreachable, b.server, b.kubeconfig, oneLine(rootCause(err)), advice.Words{Lib: "KUBECONFIG or Config.Kubeconfig", CLI: "KUBECONFIG or --kubeconfig"})
+			engine.ErrUnreachable, b.server, b.kubeconfig, oneLine(rootCause(err)), advice.Words{Lib: "KUBECONFIG or Config.Kubeconfig", CLI: "KUBECONFIG or --kubeconfig"})
 	}
 	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
 		return fmt.Errorf("%v (the kubeconfig's user lacks a permission runtimectl needs in namespace %s: see docs/kubernetes.md for the Role)", oneLine(err.Error()), b.ns)
@@ -212,9 +206,3 @@ func oneLine(s string) string {
 	}
 	return strings.TrimSpace(s)
 }
-
-var (
-	_ backend.Backend = (*Backend)(nil)
-	_ backend.Runtime = (*Backend)(nil)
-	_ backend.Volumes = (*Volumes)(nil)
-)

@@ -25,7 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runtimectl/runtimectl/backend"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/internal/testenv"
@@ -154,20 +154,20 @@ func provision(t testing.TB, b *Backend, session string) {
 }
 
 // newSession creates a session's claims (provisioned) and pod and waits until its agent runs.
-func newSession(t testing.TB, b *Backend, name string, s backend.Spec) {
+func newSession(t testing.TB, b *Backend, name string, s engine.Spec) {
 	t.Helper()
 	ctx := context.Background()
 	provision(t, b, name)
-	_, err := b.Volumes().Create(ctx, name, s.Lang, s.Settings)
+	_, err := b.Storage().Create(ctx, name, s.Lang, s.Settings, engine.VolumeOptions{})
 	require.NoError(t, err)
 	_, err = b.Create(ctx, s)
 	require.NoError(t, err)
 	require.NoError(t, b.Start(ctx, name))
 }
 
-func bashSpec(name string) backend.Spec {
+func bashSpec(name string) engine.Spec {
 	l, _ := lang.Get("bash")
-	return backend.Spec{Session: name, Lang: "bash", Image: images.Ref(l), Memory: 256 << 20, TmpSize: 16 << 20,
+	return engine.Spec{Session: name, Lang: "bash", Image: images.Ref(l), Memory: 256 << 20, TmpSize: 16 << 20,
 		Settings: fmt.Sprintf(`{"schema":1,"session":%q,"lang":"bash","image":%q,"snapshot":"every"}`, name, images.Ref(l))}
 }
 
@@ -258,12 +258,12 @@ func TestSessionPodLifecycle(t *testing.T) {
 	assert.Equal(t, "from the host1000\n0 700\n", res.Stdout)
 	st, err := b.Stat(ctx, name, "/workspace/in.txt")
 	require.NoError(t, err)
-	assert.Equal(t, backend.PathInfo{Exists: true, Size: 13}, st)
+	assert.Equal(t, engine.PathInfo{Exists: true, Size: 13}, st)
 	st, err = b.Stat(ctx, name, "/workspace/missing")
 	require.NoError(t, err)
 	assert.False(t, st.Exists)
 	_, err = b.CopyFrom(ctx, name, "/workspace/missing")
-	assert.ErrorIs(t, err, backend.ErrNotFound)
+	assert.ErrorIs(t, err, engine.ErrNotFound)
 	rc, err := b.CopyFrom(ctx, name, StateDir+"/history.jsonl")
 	require.NoError(t, err)
 	hist := readTar(t, rc)
@@ -273,8 +273,8 @@ func TestSessionPodLifecycle(t *testing.T) {
 	c.Close()
 	require.NoError(t, b.Stop(ctx, name, 5*time.Second))
 	_, err = b.Inspect(ctx, name)
-	require.ErrorIs(t, err, backend.ErrNotFound)
-	vol, err := b.Volumes().Inspect(ctx, name)
+	require.ErrorIs(t, err, engine.ErrNotFound)
+	vol, err := b.Storage().Inspect(ctx, name)
 	require.NoError(t, err)
 	assert.Equal(t, name, vol.Session)
 	assert.Contains(t, vol.Settings, `"session":"life_1"`)
@@ -289,7 +289,7 @@ func TestSessionPodLifecycle(t *testing.T) {
 	// create + start, as session does when the runtime is missing.
 	zero := int64(0)
 	require.NoError(t, b.cs.CoreV1().Pods(b.ns).Delete(ctx, PodName(name), metav1.DeleteOptions{GracePeriodSeconds: &zero}))
-	require.Eventually(t, func() bool { _, err := b.Inspect(ctx, name); return errors.Is(err, backend.ErrNotFound) }, time.Minute, 100*time.Millisecond)
+	require.Eventually(t, func() bool { _, err := b.Inspect(ctx, name); return errors.Is(err, engine.ErrNotFound) }, time.Minute, 100*time.Millisecond)
 	_, err = b.Create(ctx, bashSpec(name))
 	require.NoError(t, err)
 	require.NoError(t, b.Start(ctx, name))
@@ -302,11 +302,11 @@ func TestSessionPodLifecycle(t *testing.T) {
 	assert.Equal(t, name, list[0].Session)
 
 	// Remove: the pod and the policy go; the claims go with Volumes.Remove, refused while the pod is there.
-	assert.ErrorIs(t, b.Volumes().Remove(ctx, vol.Name), backend.ErrInUse)
+	assert.ErrorIs(t, b.Storage().Remove(ctx, vol.Name), engine.ErrInUse)
 	require.NoError(t, b.Remove(ctx, name, true))
-	require.NoError(t, b.Volumes().Remove(ctx, vol.Name))
-	_, err = b.Volumes().Inspect(ctx, name)
-	assert.ErrorIs(t, err, backend.ErrNotFound)
+	require.NoError(t, b.Storage().Remove(ctx, vol.Name))
+	_, err = b.Storage().Inspect(ctx, name)
+	assert.ErrorIs(t, err, engine.ErrNotFound)
 	_, err = b.cs.NetworkingV1().NetworkPolicies(b.ns).Get(ctx, PolicyName(name), metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the policy goes with the session")
 }
@@ -354,7 +354,7 @@ func TestTwoSessionsAtOnce(t *testing.T) {
 			defer wg.Done()
 			ctx := context.Background()
 			s := bashSpec(name)
-			if _, err := b.Volumes().Create(ctx, name, "bash", s.Settings); err != nil {
+			if _, err := b.Storage().Create(ctx, name, "bash", s.Settings, engine.VolumeOptions{}); err != nil {
 				outs[i] = err.Error()
 				return
 			}
@@ -391,7 +391,7 @@ func TestTwoSessionsAtOnce(t *testing.T) {
 	list, err := b.List(context.Background())
 	require.NoError(t, err)
 	assert.Len(t, list, 2)
-	vols, err := b.Volumes().List(context.Background(), false)
+	vols, err := b.Storage().List(context.Background(), false)
 	require.NoError(t, err)
 	require.Len(t, vols, 2)
 	assert.Equal(t, []string{"one", "two"}, []string{vols[0].Session, vols[1].Session})
@@ -404,12 +404,12 @@ func TestUnpullableImageIsAClearError(t *testing.T) {
 	s := bashSpec("nopull")
 	s.Image = "runtimectl/no-such-image:nope"
 	provision(t, b, "nopull")
-	_, err := b.Volumes().Create(ctx, "nopull", "bash", s.Settings)
+	_, err := b.Storage().Create(ctx, "nopull", "bash", s.Settings, engine.VolumeOptions{})
 	require.NoError(t, err)
 	_, err = b.Create(ctx, s)
 	require.NoError(t, err)
 	err = b.Start(ctx, "nopull")
-	require.ErrorIs(t, err, backend.ErrImage)
+	require.ErrorIs(t, err, engine.ErrImage)
 	assert.Contains(t, err.Error(), "the cluster cannot pull image runtimectl/no-such-image:nope")
 	assert.NotContains(t, err.Error(), "\n")
 	_, err = b.Dial(ctx, "nopull")
@@ -426,7 +426,7 @@ func TestPythonStateComesBackOnANewPod(t *testing.T) {
 		t.Fatalf("import the python image: %v\n%s", err, out)
 	}
 	ctx := context.Background()
-	s := backend.Spec{Session: "py", Lang: "python", Image: images.Ref(l), Memory: 1 << 30, TmpSize: 64 << 20,
+	s := engine.Spec{Session: "py", Lang: "python", Image: images.Ref(l), Memory: 1 << 30, TmpSize: 64 << 20,
 		Settings: fmt.Sprintf(`{"schema":1,"session":"py","lang":"python","image":%q,"snapshot":"every"}`, images.Ref(l))}
 	newSession(t, b, "py", s)
 	c := connect(t, b, "py")

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/runtimectl/runtimectl/backend"
+	"github.com/runtimectl/runtimectl/engine"
 )
 
 // Files go in and out of a pod as tar streams through pods/exec (Kubernetes has no copy API;
@@ -40,7 +40,7 @@ func checkPath(p string) error {
 }
 
 // CopyFrom returns a tar stream of path in the session's pod, its entries named from path's
-// base name, as Docker's copy does; backend.ErrNotFound when path does not exist.
+// base name, as Docker's copy does; engine.ErrNotFound when path does not exist.
 func (b *Backend) CopyFrom(ctx context.Context, session, p string) (io.ReadCloser, error) {
 	if err := checkPath(p); err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func (b *Backend) CopyFrom(ctx context.Context, session, p string) (io.ReadClose
 		cancel()
 		var ee *ExitError
 		if errors.As(err, &ee) && ee.Code == exitMissing {
-			return nil, fmt.Errorf("copy %s from session %q: %w: no such file or folder", p, session, backend.ErrNotFound)
+			return nil, fmt.Errorf("copy %s from session %q: %w: no such file or folder", p, session, engine.ErrNotFound)
 		}
 		if err == io.EOF {
 			err = errors.New("the pod sent nothing")
@@ -86,7 +86,7 @@ func (b *Backend) CopyTo(ctx context.Context, session, dir string, content io.Re
 	err := b.run(ctx, session, asUser(dir, "sh", "-c", script, "sh", dir), content, io.Discard)
 	var ee *ExitError
 	if errors.As(err, &ee) && ee.Code == exitMissing {
-		return fmt.Errorf("copy into %s of session %q: %w: no such folder", dir, session, backend.ErrNotFound)
+		return fmt.Errorf("copy into %s of session %q: %w: no such folder", dir, session, engine.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("copy into %s of session %q: %w", dir, session, err)
@@ -95,29 +95,29 @@ func (b *Backend) CopyTo(ctx context.Context, session, dir string, content io.Re
 }
 
 // Stat describes path in the session's pod (Exists false when there is none).
-func (b *Backend) Stat(ctx context.Context, session, p string) (backend.PathInfo, error) {
+func (b *Backend) Stat(ctx context.Context, session, p string) (engine.PathInfo, error) {
 	if err := checkPath(p); err != nil {
-		return backend.PathInfo{}, err
+		return engine.PathInfo{}, err
 	}
 	script := `if [ -e "$1" ]; then exec stat -L -c '%F|%s' -- "$1"; else exit 3; fi`
 	var out bytes.Buffer
 	err := b.run(ctx, session, asUser(p, "sh", "-c", script, "sh", p), nil, &out)
 	var ee *ExitError
 	if errors.As(err, &ee) && ee.Code == exitMissing {
-		return backend.PathInfo{}, nil
+		return engine.PathInfo{}, nil
 	}
 	if err != nil {
-		return backend.PathInfo{}, fmt.Errorf("stat %s in session %q: %w", p, session, err)
+		return engine.PathInfo{}, fmt.Errorf("stat %s in session %q: %w", p, session, err)
 	}
 	return parseStat(out.String())
 }
 
 // parseStat reads `stat -c '%F|%s'`: "directory|4096", "regular file|12".
-func parseStat(s string) (backend.PathInfo, error) {
+func parseStat(s string) (engine.PathInfo, error) {
 	kind, size, ok := strings.Cut(strings.TrimSpace(s), "|")
 	n, err := strconv.ParseInt(size, 10, 64)
 	if !ok || err != nil {
-		return backend.PathInfo{}, fmt.Errorf("stat: unexpected output %q", s)
+		return engine.PathInfo{}, fmt.Errorf("stat: unexpected output %q", s)
 	}
-	return backend.PathInfo{Exists: true, IsDir: kind == "directory", Size: n}, nil
+	return engine.PathInfo{Exists: true, IsDir: kind == "directory", Size: n}, nil
 }

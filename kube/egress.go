@@ -15,10 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/runtimectl/runtimectl/backend"
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/egress"
+	"github.com/runtimectl/runtimectl/engine"
 )
 
 // Egress on Kubernetes (issue 26). A session with allowed hosts gets a proxy pod of its own in
@@ -48,11 +47,11 @@ func EgressName(session string) string { return "rtctl-egress-" + Key(session) }
 // egressLabels are the labels of a session's egress objects (no LabelSession: they are not
 // the session's runtime).
 func egressLabels(session string) map[string]string {
-	return map[string]string{containers.LabelEgress: Key(session), containers.LabelSchema: containers.Schema}
+	return map[string]string{contract.LabelEgress: Key(session), contract.LabelSchema: contract.LabelsSchema}
 }
 
 // wantsEgress reports whether a session's spec has allowed hosts.
-func wantsEgress(s backend.Spec) bool { return s.Labels[containers.LabelAllowHosts] != "" }
+func wantsEgress(s engine.Spec) bool { return s.Labels[contract.LabelAllowHosts] != "" }
 
 // EgressPolicy is the NetworkPolicy of a session with allowed hosts: nothing in, and out only
 // to its proxy's pod on the relay port.
@@ -79,7 +78,7 @@ func proxyPolicy(namespace, session string) *networkingv1.NetworkPolicy {
 			PodSelector: metav1.LabelSelector{MatchLabels: egressLabels(session)},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
-				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{containers.LabelSession: Key(session)}}}},
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{contract.LabelSession: Key(session)}}}},
 				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
 			}},
 		},
@@ -154,7 +153,7 @@ func joinHostPort(host string, port int) string {
 
 // prepareEgress is what Create does for a session with allowed hosts: its pod told where its
 // proxy is (which must run: session starts it first), and its policy.
-func (b *Backend) prepareEgress(ctx context.Context, s backend.Spec, pod *corev1.Pod) error {
+func (b *Backend) prepareEgress(ctx context.Context, s engine.Spec, pod *corev1.Pod) error {
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
 	p, err := b.cs.CoreV1().Pods(b.ns).Get(cctx, EgressName(s.Session), metav1.GetOptions{})
@@ -190,18 +189,12 @@ var ErrEgressNotReady = errors.New("--allow-host is not available on Kubernetes 
 // egressReady turns the proxy on once it works end to end on a cluster.
 const egressReady = false
 
-// sessionEgress is the Backend as session.Egress.
-type sessionEgress Backend
-
-func (e *sessionEgress) b() *Backend { return (*Backend)(e) }
-
 // StartEgress makes the session's proxy (its Secret from spec() when there is none, its policy,
 // its pod) and waits until it listens.
-func (e *sessionEgress) StartEgress(ctx context.Context, session string, spec func() (containers.EgressSpec, error)) error {
+func (b *Backend) StartEgress(ctx context.Context, session string, spec func() (engine.EgressSpec, error)) error {
 	if !egressReady {
 		return ErrEgressNotReady
 	}
-	b := e.b()
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
 	name := EgressName(session)
@@ -211,7 +204,7 @@ func (e *sessionEgress) StartEgress(ctx context.Context, session string, spec fu
 		return nil
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
-		return seam(fmt.Errorf("egress proxy of session %q: %w", session, b.classify(err)))
+		return fmt.Errorf("egress proxy of session %q: %w", session, b.classify(err))
 	}
 	sec, err := b.cs.CoreV1().Secrets(b.ns).Get(cctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -231,44 +224,43 @@ func (e *sessionEgress) StartEgress(ctx context.Context, session string, spec fu
 		}
 	}
 	if err != nil {
-		return seam(fmt.Errorf("egress proxy of session %q: its secret: %w", session, b.classify(err)))
+		return fmt.Errorf("egress proxy of session %q: its secret: %w", session, b.classify(err))
 	}
 	if _, err := b.cs.NetworkingV1().NetworkPolicies(b.ns).Create(cctx, proxyPolicy(b.ns, session), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return seam(fmt.Errorf("egress proxy of session %q: its policy: %w", session, b.classify(err)))
+		return fmt.Errorf("egress proxy of session %q: its policy: %w", session, b.classify(err))
 	}
 	if p == nil || p.Name == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 		if p != nil && p.Name != "" {
 			if err := b.deleteAndWait(ctx, name, 2*time.Second); err != nil {
-				return seam(err)
+				return err
 			}
 		}
 		if _, err := pods.Create(cctx, EgressPod(b.ns, session, sec.Annotations["io.runtimectl.image"], b.opts), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return seam(fmt.Errorf("egress proxy of session %q: %w", session, b.classify(err)))
+			return fmt.Errorf("egress proxy of session %q: %w", session, b.classify(err))
 		}
 	}
-	return e.waitEgress(ctx, session)
+	return b.waitEgress(ctx, session)
 }
 
 // waitEgress waits until the proxy's pod runs, has an address and logged that it is ready.
-func (e *sessionEgress) waitEgress(ctx context.Context, session string) error {
-	b := e.b()
+func (b *Backend) waitEgress(ctx context.Context, session string) error {
 	ctx, cancel := context.WithTimeout(ctx, b.start)
 	defer cancel()
 	for {
 		p, err := b.cs.CoreV1().Pods(b.ns).Get(ctx, EgressName(session), metav1.GetOptions{})
 		if err == nil && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
-			if logs, err := e.EgressLogs(ctx, session, 1<<20); err == nil && strings.Contains(string(logs), egress.LogReady) {
+			if logs, err := b.EgressLogs(ctx, session, 1<<20); err == nil && strings.Contains(string(logs), egress.LogReady) {
 				return nil
 			}
 		}
 		if err == nil {
 			if _, why, perr := podProgress(p); perr != nil {
-				return seam(fmt.Errorf("egress proxy of session %q: %w (%s)", session, perr, why))
+				return fmt.Errorf("egress proxy of session %q: %w (%s)", session, perr, why)
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return seam(fmt.Errorf("egress proxy of session %q did not become ready: %w", session, ctx.Err()))
+			return fmt.Errorf("egress proxy of session %q did not become ready: %w", session, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -276,20 +268,18 @@ func (e *sessionEgress) waitEgress(ctx context.Context, session string) error {
 
 // StopEgress deletes the proxy's pod (as a stop deletes the session's); its Secret stays, so
 // that the next start needs no secret values again.
-func (e *sessionEgress) StopEgress(ctx context.Context, session string, _ time.Duration) error {
-	b := e.b()
+func (b *Backend) StopEgress(ctx context.Context, session string, _ time.Duration) error {
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
 	err := b.cs.CoreV1().Pods(b.ns).Delete(cctx, EgressName(session), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return seam(fmt.Errorf("stop the egress proxy of session %q: %w", session, b.classify(err)))
+		return fmt.Errorf("stop the egress proxy of session %q: %w", session, b.classify(err))
 	}
 	return nil
 }
 
 // RemoveEgress removes the proxy's pod, Secret and policy.
-func (e *sessionEgress) RemoveEgress(ctx context.Context, session string) error {
-	b := e.b()
+func (b *Backend) RemoveEgress(ctx context.Context, session string) error {
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
 	name := EgressName(session)
@@ -304,22 +294,21 @@ func (e *sessionEgress) RemoveEgress(ctx context.Context, session string) error 
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return seam(fmt.Errorf("remove the egress proxy of session %q: %w", session, b.classify(err)))
+		return fmt.Errorf("remove the egress proxy of session %q: %w", session, b.classify(err))
 	}
 	return nil
 }
 
-// EgressLogs returns the proxy pod's log; backend.ErrNotFound without a pod.
-func (e *sessionEgress) EgressLogs(ctx context.Context, session string, max int64) ([]byte, error) {
-	b := e.b()
+// EgressLogs returns the proxy pod's log; engine.ErrNotFound without a pod.
+func (b *Backend) EgressLogs(ctx context.Context, session string, max int64) ([]byte, error) {
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
 	out, err := b.cs.CoreV1().Pods(b.ns).GetLogs(EgressName(session), &corev1.PodLogOptions{LimitBytes: &max}).DoRaw(cctx)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, seam(fmt.Errorf("egress proxy of session %q: %w", session, backend.ErrNotFound))
+			return nil, fmt.Errorf("egress proxy of session %q: %w", session, engine.ErrNotFound)
 		}
-		return nil, seam(fmt.Errorf("logs of the egress proxy of session %q: %w", session, b.classify(err)))
+		return nil, fmt.Errorf("logs of the egress proxy of session %q: %w", session, b.classify(err))
 	}
 	return out, nil
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/egress"
 )
@@ -22,20 +21,20 @@ func TestEgressPolicyOpensOnlyTheProxy(t *testing.T) {
 	require.Len(t, rule.To, 1)
 	assert.Nil(t, rule.To[0].IPBlock)
 	assert.Nil(t, rule.To[0].NamespaceSelector, "the session's namespace only")
-	assert.Equal(t, map[string]string{containers.LabelEgress: Key("My_Session"), containers.LabelSchema: containers.Schema}, rule.To[0].PodSelector.MatchLabels)
+	assert.Equal(t, map[string]string{contract.LabelEgress: Key("My_Session"), contract.LabelSchema: contract.LabelsSchema}, rule.To[0].PodSelector.MatchLabels)
 	require.Len(t, rule.Ports, 1)
 	assert.Equal(t, int32(egress.RelayPort), rule.Ports[0].Port.IntVal)
 	assert.Equal(t, corev1.ProtocolTCP, *rule.Ports[0].Protocol)
 
 	pp := proxyPolicy("ns", "My_Session")
 	require.Len(t, pp.Spec.Ingress, 1)
-	assert.Equal(t, Key("My_Session"), pp.Spec.Ingress[0].From[0].PodSelector.MatchLabels[containers.LabelSession])
+	assert.Equal(t, Key("My_Session"), pp.Spec.Ingress[0].From[0].PodSelector.MatchLabels[contract.LabelSession])
 	assert.NotContains(t, EgressName("egress-x"), PodName("x"), "a proxy's name is never a session pod's")
 }
 
 func TestEgressPodResolvesOnLoopbackAndKnowsItsProxy(t *testing.T) {
 	s := spec("s1")
-	s.Labels = map[string]string{containers.LabelAllowHosts: "1"}
+	s.Labels = map[string]string{contract.LabelAllowHosts: "1"}
 	require.True(t, wantsEgress(s))
 	pod, err := Pod("ns", s, Options{})
 	require.NoError(t, err)

@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
 )
 
 // The names of the objects of a session. Kubernetes names are DNS labels or subdomains
@@ -14,9 +14,9 @@ import (
 // the other, and the exact session name travels in the AnnotationSession annotation.
 const (
 	// AnnotationSession carries the session's exact name on every object.
-	AnnotationSession = containers.LabelSession
+	AnnotationSession = contract.LabelSession
 	// AnnotationSettings carries the session's settings (JSON) on its workspace claim.
-	AnnotationSettings = containers.LabelSettings
+	AnnotationSettings = contract.LabelSettings
 	// ContainerName is the pod's main container, the agent.
 	ContainerName = "agent"
 	// InitName is the init container that gives the claims and in-memory folders their owners
@@ -57,10 +57,10 @@ func Key(session string) string {
 
 // PodName returns the name of the session's pod: runtimectl-KEY, as the container is named on
 // Docker.
-func PodName(session string) string { return containers.Prefix + Key(session) }
+func PodName(session string) string { return contract.NamePrefix + Key(session) }
 
-// VolumeName returns the name that the session's pair of claims goes by (backend.Volume.Name).
-func VolumeName(session string) string { return containers.Prefix + Key(session) }
+// VolumeName returns the name that the session's pair of claims goes by (engine.Volume.Name).
+func VolumeName(session string) string { return contract.NamePrefix + Key(session) }
 
 // WorkspaceClaim and StateClaim return the names of the session's claims.
 func WorkspaceClaim(session string) string { return VolumeName(session) + "-workspace" }
@@ -69,13 +69,13 @@ func WorkspaceClaim(session string) string { return VolumeName(session) + "-work
 func StateClaim(session string) string { return VolumeName(session) + "-state" }
 
 // PolicyName returns the name of the session's NetworkPolicy.
-func PolicyName(session string) string { return containers.Prefix + Key(session) }
+func PolicyName(session string) string { return contract.NamePrefix + Key(session) }
 
 // sessionLabels returns the labels of every object of a session, as on Docker.
 func sessionLabels(session, lang string) map[string]string {
 	return map[string]string{
-		containers.LabelSession: Key(session),
-		containers.LabelLang:    lang,
-		containers.LabelSchema:  containers.Schema,
+		contract.LabelSession: Key(session),
+		contract.LabelLang:    lang,
+		contract.LabelSchema:  contract.LabelsSchema,
 	}
 }

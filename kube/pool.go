@@ -11,9 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
-	"github.com/runtimectl/runtimectl/session"
 )
 
 // Warm pools on Kubernetes. A pool's settings are a ConfigMap of its own (runtimectl-pool-NAME,
@@ -24,12 +22,12 @@ import (
 // claims.
 
 // PoolConfigMap returns the name of the ConfigMap that holds a warm pool's settings.
-func PoolConfigMap(pool string) string { return containers.Prefix + "pool-" + pool }
+func PoolConfigMap(pool string) string { return contract.NamePrefix + "pool-" + pool }
 
 // poolKey is the ConfigMap's key for the pool's settings (JSON).
 const poolKey = "pool.json"
 
-// pools is the Backend as session.Pools.
+// pools is the Backend as engine.Pools.
 type pools Backend
 
 func (p *pools) b() *Backend { return (*Backend)(p) }
@@ -40,7 +38,7 @@ func (p *pools) SavePool(ctx context.Context, name, config string) error {
 	defer cancel()
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: PoolConfigMap(name), Namespace: b.ns, Labels: map[string]string{
-			containers.LabelPool: name, LabelRole: containers.RolePool, containers.LabelSchema: containers.Schema,
+			contract.LabelPool: name, LabelRole: contract.RolePool, contract.LabelSchema: contract.LabelsSchema,
 		}},
 		Data: map[string]string{poolKey: config},
 	}
@@ -58,7 +56,7 @@ func (p *pools) LoadPools(ctx context.Context) ([]string, error) {
 	b := p.b()
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
-	l, err := b.cs.CoreV1().ConfigMaps(b.ns).List(cctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + containers.RolePool})
+	l, err := b.cs.CoreV1().ConfigMaps(b.ns).List(cctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + contract.RolePool})
 	if err != nil {
 		return nil, fmt.Errorf("list pools: %w", b.classify(err))
 	}
@@ -123,7 +121,7 @@ func (p *pools) Adopt(ctx context.Context, member, name, settings string) (err e
 		madePolicy = err == nil
 	}
 	relabel := func(extraLabels, extraAnnotations map[string]any) []byte {
-		labels := map[string]any{containers.LabelSession: Key(name)}
+		labels := map[string]any{contract.LabelSession: Key(name)}
 		for k, v := range extraLabels {
 			labels[k] = v
 		}
@@ -136,7 +134,7 @@ func (p *pools) Adopt(ctx context.Context, member, name, settings string) (err e
 	}
 	// A JSON merge patch: null takes a label off.
 	if _, err := b.cs.CoreV1().Pods(b.ns).Patch(cctx, pod.Name, types.MergePatchType,
-		relabel(map[string]any{containers.LabelPool: nil, containers.LabelPoolConfig: nil}, nil), metav1.PatchOptions{}); err != nil {
+		relabel(map[string]any{contract.LabelPool: nil, contract.LabelPoolConfig: nil}, nil), metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("claim pool member %s: relabel pod %s: %w", member, pod.Name, b.classify(err))
 	}
 	if err := p.nameFree(ctx, name, pod.Name); err != nil {
@@ -164,7 +162,7 @@ func (p *pools) nameFree(ctx context.Context, name, ours string) error {
 	b := p.b()
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
-	l, err := b.cs.CoreV1().Pods(b.ns).List(cctx, metav1.ListOptions{LabelSelector: containers.LabelSession + "=" + Key(name)})
+	l, err := b.cs.CoreV1().Pods(b.ns).List(cctx, metav1.ListOptions{LabelSelector: contract.LabelSession + "=" + Key(name)})
 	if err != nil {
 		return fmt.Errorf("claim a pool member for session %q: %w", name, b.classify(err))
 	}
@@ -205,5 +203,3 @@ func (p *pools) undo(ctx context.Context, pod, volume, member, name string, made
 		}
 	}
 }
-
-var _ session.Pools = (*pools)(nil)

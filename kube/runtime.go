@@ -13,43 +13,44 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/runtimectl/runtimectl/backend"
-	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
 // Create makes the session's NetworkPolicy (unless it asked for network) and its pod, which
 // starts at once; an existing pod of the session is returned as it is. The claims must exist
 // (Volumes.Create): the pod waits for them otherwise.
-func (b *Backend) Create(ctx context.Context, s backend.Spec) (backend.Info, error) {
+func (b *Backend) Create(ctx context.Context, s engine.Spec) (engine.Info, error) {
+	s = tmpSize(s)
 	pod, err := Pod(b.ns, s, b.opts)
 	if err != nil {
-		return backend.Info{}, err
+		return engine.Info{}, err
 	}
 	// A session claimed from a warm pool mounts the claims of the member it was.
 	if v, err := (*Volumes)(b).Inspect(ctx, s.Session); err == nil && v.Name != VolumeName(s.Session) {
 		useClaims(pod, v.Name)
-	} else if err != nil && !errors.Is(err, backend.ErrNotFound) {
-		return backend.Info{}, fmt.Errorf("create pod for session %q: %w", s.Session, err)
+	} else if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		return engine.Info{}, fmt.Errorf("create pod for session %q: %w", s.Session, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
 	if wantsEgress(s) && !egressReady {
-		return backend.Info{}, ErrEgressNotReady
+		return engine.Info{}, ErrEgressNotReady
 	}
 	if wantsEgress(s) {
 		if err := b.prepareEgress(ctx, s, pod); err != nil {
-			return backend.Info{}, err
+			return engine.Info{}, err
 		}
 	} else if WantsNetwork(s.Network) {
 		err := b.cs.NetworkingV1().NetworkPolicies(b.ns).Delete(cctx, PolicyName(s.Session), metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return backend.Info{}, fmt.Errorf("open the network of session %q: %w", s.Session, b.classify(err))
+			return engine.Info{}, fmt.Errorf("open the network of session %q: %w", s.Session, b.classify(err))
 		}
 	} else {
 		_, err := b.cs.NetworkingV1().NetworkPolicies(b.ns).Create(cctx, Policy(b.ns, s.Session, s.Lang), metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return backend.Info{}, fmt.Errorf("create the network policy of session %q: %w", s.Session, b.classify(err))
+			return engine.Info{}, fmt.Errorf("create the network policy of session %q: %w", s.Session, b.classify(err))
 		}
 	}
 	created, err := b.cs.CoreV1().Pods(b.ns).Create(cctx, pod, metav1.CreateOptions{})
@@ -57,14 +58,14 @@ func (b *Backend) Create(ctx context.Context, s backend.Spec) (backend.Info, err
 		return b.Inspect(ctx, s.Session)
 	}
 	if err != nil {
-		return backend.Info{}, fmt.Errorf("create pod for session %q: %w", s.Session, b.classify(err))
+		return engine.Info{}, fmt.Errorf("create pod for session %q: %w", s.Session, b.classify(err))
 	}
 	return info(created), nil
 }
 
 // Start waits until the session's agent runs. A pod that ended (its agent exited, it was
 // evicted, its node went away) is made again from its own spec, on any node its claims can
-// attach to. An image that cannot be pulled is backend.ErrImage at once, not a wait.
+// attach to. An image that cannot be pulled is engine.ErrImage at once, not a wait.
 func (b *Backend) Start(ctx context.Context, session string) error {
 	pod, err := b.get(ctx, session)
 	if err != nil {
@@ -207,7 +208,7 @@ func podProgress(p *corev1.Pod) (done bool, why string, err error) {
 		if w := cs.State.Waiting; w != nil {
 			if pullFailures[w.Reason] {
 				return false, "", advice.Errorf("%w: the cluster cannot pull image %s (%s: %s); push it to a registry the nodes can pull from and name it with %s (see docs/kubernetes.md)",
-					backend.ErrImage, cs.Image, w.Reason, oneLine(w.Message), advice.Words{Lib: "Spec.Image", CLI: "--image"})
+					engine.ErrImage, cs.Image, w.Reason, oneLine(w.Message), advice.Words{Lib: "Spec.Image", CLI: "--image"})
 			}
 			if configFailures[w.Reason] {
 				return false, "", fmt.Errorf("container %s of pod %s cannot start (%s: %s)", cs.Name, p.Name, w.Reason, oneLine(w.Message))
@@ -320,7 +321,7 @@ func (b *Backend) deleteAndWait(ctx context.Context, name string, grace time.Dur
 
 // get returns the session's pod: the one named for it, else (a session claimed from a warm
 // pool keeps its member's pod, relabelled) the one labelled and annotated as it.
-// backend.ErrNotFound when there is none (a pod of its name that belongs to another session, a
+// engine.ErrNotFound when there is none (a pod of its name that belongs to another session, a
 // name that maps to the same key, is not it).
 func (b *Backend) get(ctx context.Context, session string) (*corev1.Pod, error) {
 	cctx, cancel := context.WithTimeout(ctx, b.call)
@@ -332,7 +333,7 @@ func (b *Backend) get(ctx context.Context, session string) (*corev1.Pod, error) 
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, b.classify(err)
 	}
-	l, lerr := b.cs.CoreV1().Pods(b.ns).List(cctx, metav1.ListOptions{LabelSelector: containers.LabelSession + "=" + Key(session)})
+	l, lerr := b.cs.CoreV1().Pods(b.ns).List(cctx, metav1.ListOptions{LabelSelector: contract.LabelSession + "=" + Key(session)})
 	if lerr != nil {
 		return nil, b.classify(lerr)
 	}
@@ -349,13 +350,13 @@ func (b *Backend) get(ctx context.Context, session string) (*corev1.Pod, error) 
 	case err != nil:
 		return nil, b.classify(err)
 	}
-	return nil, fmt.Errorf("%w: pod %s belongs to session %q, not %q", backend.ErrNotFound, p.Name, p.Annotations[AnnotationSession], session)
+	return nil, fmt.Errorf("%w: pod %s belongs to session %q, not %q", engine.ErrNotFound, p.Name, p.Annotations[AnnotationSession], session)
 }
 
 // podName returns the name of the session's pod, "" (and a nil error) when it has none.
 func (b *Backend) podName(ctx context.Context, session string) (string, error) {
 	p, err := b.get(ctx, session)
-	if errors.Is(err, backend.ErrNotFound) {
+	if errors.Is(err, engine.ErrNotFound) {
 		return "", nil
 	}
 	if err != nil {
@@ -364,24 +365,24 @@ func (b *Backend) podName(ctx context.Context, session string) (string, error) {
 	return p.Name, nil
 }
 
-// Inspect returns the session's pod; backend.ErrNotFound when there is none.
-func (b *Backend) Inspect(ctx context.Context, session string) (backend.Info, error) {
+// Inspect returns the session's pod; engine.ErrNotFound when there is none.
+func (b *Backend) Inspect(ctx context.Context, session string) (engine.Info, error) {
 	p, err := b.get(ctx, session)
 	if err != nil {
-		return backend.Info{}, err
+		return engine.Info{}, err
 	}
 	return info(p), nil
 }
 
 // List returns every pod labelled as a runtimectl session in the namespace.
-func (b *Backend) List(ctx context.Context) ([]backend.Info, error) {
+func (b *Backend) List(ctx context.Context) ([]engine.Info, error) {
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
-	l, err := b.cs.CoreV1().Pods(b.ns).List(cctx, metav1.ListOptions{LabelSelector: containers.LabelSession})
+	l, err := b.cs.CoreV1().Pods(b.ns).List(cctx, metav1.ListOptions{LabelSelector: contract.LabelSession})
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", b.classify(err))
 	}
-	out := make([]backend.Info, 0, len(l.Items))
+	out := make([]engine.Info, 0, len(l.Items))
 	for i := range l.Items {
 		out = append(out, info(&l.Items[i]))
 	}
@@ -390,10 +391,11 @@ func (b *Backend) List(ctx context.Context) ([]backend.Info, error) {
 
 // info maps a pod to what session knows of a runtime. State: pending (scheduling, pulling,
 // starting), running, exited (the agent ended, or the pod failed or was evicted), terminating.
-func info(p *corev1.Pod) backend.Info {
-	in := backend.Info{
-		ID: string(p.UID), Name: p.Name, Session: p.Annotations[AnnotationSession], Lang: p.Labels[containers.LabelLang],
-		Created: p.CreationTimestamp.Time, Labels: p.Labels, Node: p.Spec.NodeName, State: "pending",
+func info(p *corev1.Pod) engine.Info {
+	in := engine.Info{
+		ID: string(p.UID), Name: p.Name, Session: p.Annotations[AnnotationSession], Lang: p.Labels[contract.LabelLang],
+		Created: p.CreationTimestamp.Time, Labels: p.Labels, Node: p.Spec.NodeName, State: engine.StatePending,
+		StateMounted: true, // every pod mounts the state claim
 	}
 	for _, c := range p.Spec.Containers {
 		if c.Name == ContainerName {
@@ -406,21 +408,21 @@ func info(p *corev1.Pod) backend.Info {
 		}
 		switch {
 		case cs.State.Running != nil:
-			in.Running, in.State = true, "running"
+			in.Running, in.State = true, engine.StateRunning
 			in.StartedAt = cs.State.Running.StartedAt.Time
 		case cs.State.Terminated != nil:
 			t := cs.State.Terminated
-			in.State, in.ExitCode, in.OOMKilled = "exited", int(t.ExitCode), t.Reason == "OOMKilled"
+			in.State, in.ExitCode, in.OOMKilled = engine.StateExited, int(t.ExitCode), t.Reason == "OOMKilled"
 			in.StartedAt = t.StartedAt.Time
 		}
 	}
 	switch {
 	case p.DeletionTimestamp != nil:
-		in.State, in.Running = "terminating", false
+		in.State, in.Running = engine.StateTerminating, false
 	case p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded:
-		in.State, in.Running = "exited", false
+		in.State, in.Running = engine.StateExited, false
 		if strings.EqualFold(p.Status.Reason, "Evicted") {
-			in.State = "evicted"
+			in.State = engine.StateEvicted
 		}
 	}
 	return in

@@ -26,7 +26,7 @@ import (
 var provisionerOnce sync.Once
 
 // sessionClient returns a session.Client on the local cluster through the seam
-// (session.NewWithBackend), in a fresh namespace, with claims of the local storage class that
+// (session.NewWithEngine), in a fresh namespace, with claims of the local storage class that
 // the in-process local provisioner binds (as `make kube-up`'s does for the CLI).
 func sessionClient(t *testing.T) (*session.Client, *Backend) {
 	t.Helper()
@@ -37,7 +37,7 @@ func sessionClient(t *testing.T) (*session.Client, *Backend) {
 	kb, err := New(Config{Kubeconfig: localKubeconfig, Namespace: b.ns, StartTimeout: 2 * time.Minute,
 		Options: Options{StorageClass: LocalStorageClass, WorkspaceSize: "1Gi", StateSize: "100Mi"}})
 	require.NoError(t, err)
-	c := session.NewWithBackend(kb.Session())
+	c := session.NewWithEngine(kb)
 	t.Cleanup(func() { c.Close() })
 	return c, kb
 }

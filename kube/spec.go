@@ -8,9 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runtimectl/runtimectl/backend"
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
@@ -116,18 +115,18 @@ chmod 0700 ` + SocketDir + `
 //   - CPU, memory and ephemeral-storage limits; memory requested as limited, so the scheduler
 //     places sessions by the memory they may use;
 //   - imagePullPolicy IfNotPresent, restartPolicy Never (runtimectl brings a session back).
-func Pod(namespace string, s backend.Spec, o Options) (*corev1.Pod, error) {
+func Pod(namespace string, s engine.Spec, o Options) (*corev1.Pod, error) {
 	o = o.withDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	memory := s.Memory
 	if memory <= 0 {
-		memory = containers.DefaultMemory
+		memory = engine.DefaultMemory
 	}
 	tmp := s.TmpSize
 	if tmp <= 0 {
-		tmp = containers.DefaultTmpSize
+		tmp = engine.DefaultTmpSize
 	}
 	if tmp >= memory {
 		return nil, fmt.Errorf("session %q: /tmp (%d bytes) must be smaller than the memory limit (%d bytes), since it is held in memory", s.Session, tmp, memory)
@@ -246,7 +245,7 @@ func Pod(namespace string, s backend.Spec, o Options) (*corev1.Pod, error) {
 }
 
 // podLabels are the session's labels and the spec's own (which cannot replace the session's).
-func podLabels(s backend.Spec) map[string]string {
+func podLabels(s engine.Spec) map[string]string {
 	l := sessionLabels(s.Session, s.Lang)
 	for k, v := range s.Labels {
 		if _, ok := l[k]; !ok {
@@ -256,7 +255,7 @@ func podLabels(s backend.Spec) map[string]string {
 	return l
 }
 
-// useClaims makes pod mount the pair of claims named volume (backend.Volume.Name) rather than
+// useClaims makes pod mount the pair of claims named volume (engine.Volume.Name) rather than
 // its session's own names: a session claimed from a warm pool keeps its member's claims.
 func useClaims(pod *corev1.Pod, volume string) {
 	for i := range pod.Spec.Volumes {
@@ -326,7 +325,7 @@ func Policy(namespace, session, lang string) *networkingv1.NetworkPolicy {
 			Annotations: map[string]string{AnnotationSession: session},
 		},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{containers.LabelSession: Key(session)}},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{contract.LabelSession: Key(session)}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			// No Ingress and no Egress rules: nothing in, nothing out.
 		},

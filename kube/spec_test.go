@@ -18,16 +18,17 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/runtimectl/runtimectl/backend"
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
-func spec(name string) backend.Spec {
-	return backend.Spec{Session: name, Lang: "bash", Image: "runtimectl/bash:test", Settings: `{"session":"` + name + `"}`}
+func spec(name string) engine.Spec {
+	return engine.Spec{Session: name, Lang: "bash", Image: "runtimectl/bash:test", Settings: `{"session":"` + name + `"}`}
 }
 
-func mustPod(t *testing.T, s backend.Spec, o Options) *corev1.Pod {
+func mustPod(t *testing.T, s engine.Spec, o Options) *corev1.Pod {
 	t.Helper()
 	p, err := Pod("agents", s, o)
 	require.NoError(t, err)
@@ -67,17 +68,17 @@ func TestPodLabelsAsOnDocker(t *testing.T) {
 	p := mustPod(t, spec("a_b"), Options{})
 	assert.Equal(t, "runtimectl-"+Key("a_b"), p.Name)
 	assert.Equal(t, "agents", p.Namespace)
-	assert.Equal(t, map[string]string{containers.LabelSession: Key("a_b"), containers.LabelLang: "bash", containers.LabelSchema: containers.Schema}, p.Labels)
+	assert.Equal(t, map[string]string{contract.LabelSession: Key("a_b"), contract.LabelLang: "bash", contract.LabelSchema: contract.LabelsSchema}, p.Labels)
 	assert.Equal(t, "a_b", p.Annotations[AnnotationSession])
 }
 
 // A spec's own labels (a warm pool member's) are added; they cannot replace the session's.
 func TestPodAddsTheSpecsLabels(t *testing.T) {
 	s := spec("m")
-	s.Labels = map[string]string{containers.LabelPool: "py", containers.LabelSession: "other"}
+	s.Labels = map[string]string{contract.LabelPool: "py", contract.LabelSession: "other"}
 	p := mustPod(t, s, Options{})
-	assert.Equal(t, "py", p.Labels[containers.LabelPool])
-	assert.Equal(t, Key("m"), p.Labels[containers.LabelSession])
+	assert.Equal(t, "py", p.Labels[contract.LabelPool])
+	assert.Equal(t, Key("m"), p.Labels[contract.LabelSession])
 }
 
 // A pod of a session claimed from a warm pool mounts the member's claims.
@@ -274,8 +275,8 @@ func TestClaims(t *testing.T) {
 	for _, c := range cs {
 		assert.Equal(t, "agents", c.Namespace)
 		assert.Equal(t, "a_b", c.Annotations[AnnotationSession])
-		assert.Equal(t, Key("a_b"), c.Labels[containers.LabelSession])
-		assert.Equal(t, "python", c.Labels[containers.LabelLang])
+		assert.Equal(t, Key("a_b"), c.Labels[contract.LabelSession])
+		assert.Equal(t, "python", c.Labels[contract.LabelLang])
 		assert.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, c.Spec.AccessModes)
 		require.NotNil(t, c.Spec.StorageClassName)
 		assert.Equal(t, "fast", *c.Spec.StorageClassName)
@@ -295,7 +296,7 @@ func TestClaims(t *testing.T) {
 func TestPolicyDeniesAllTraffic(t *testing.T) {
 	np := Policy("agents", "a_b", "bash")
 	assert.Equal(t, PolicyName("a_b"), np.Name)
-	assert.Equal(t, map[string]string{containers.LabelSession: Key("a_b")}, np.Spec.PodSelector.MatchLabels,
+	assert.Equal(t, map[string]string{contract.LabelSession: Key("a_b")}, np.Spec.PodSelector.MatchLabels,
 		"selects exactly the session's pod")
 	assert.ElementsMatch(t, []string{"Ingress", "Egress"}, []string{string(np.Spec.PolicyTypes[0]), string(np.Spec.PolicyTypes[1])})
 	assert.Empty(t, np.Spec.Ingress, "no rule: nothing comes in")
@@ -356,7 +357,7 @@ func TestPodProgress(t *testing.T) {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.err)
 				assert.NotContains(t, err.Error(), "\n")
-				assert.Equal(t, tc.isImage, errors.Is(err, backend.ErrImage))
+				assert.Equal(t, tc.isImage, errors.Is(err, engine.ErrImage))
 				return
 			}
 			require.NoError(t, err)
@@ -373,7 +374,7 @@ func TestInfoFromPod(t *testing.T) {
 	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
 		{Name: ContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}}
 	in := info(p)
-	assert.Equal(t, backend.Info{ID: "uid-1", Name: PodName("a_b"), Session: "a_b", Lang: "bash", Image: "runtimectl/bash:test",
+	assert.Equal(t, engine.Info{ID: "uid-1", Name: PodName("a_b"), Session: "a_b", Lang: "bash", Image: "runtimectl/bash:test",
 		State: "running", Running: true, StartedAt: started.Time, Labels: p.Labels, Node: "node-1"}, in)
 
 	p.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{
@@ -409,18 +410,18 @@ func TestCopyCommandsRunAsTheSessionUserOutsideTheState(t *testing.T) {
 func TestParseStat(t *testing.T) {
 	pi, err := parseStat("directory|4096\n")
 	require.NoError(t, err)
-	assert.Equal(t, backend.PathInfo{Exists: true, IsDir: true, Size: 4096}, pi)
+	assert.Equal(t, engine.PathInfo{Exists: true, IsDir: true, Size: 4096}, pi)
 	pi, err = parseStat("regular file|12")
 	require.NoError(t, err)
-	assert.Equal(t, backend.PathInfo{Exists: true, Size: 12}, pi)
+	assert.Equal(t, engine.PathInfo{Exists: true, Size: 12}, pi)
 	pi, err = parseStat("regular empty file|0")
 	require.NoError(t, err)
-	assert.Equal(t, backend.PathInfo{Exists: true}, pi)
+	assert.Equal(t, engine.PathInfo{Exists: true}, pi)
 	_, err = parseStat("garbage")
 	assert.Error(t, err)
 }
 
-// A cluster that does not answer is backend.ErrUnreachable, naming the kubeconfig's server and
+// A cluster that does not answer is engine.ErrUnreachable, naming the kubeconfig's server and
 // the kubeconfig. Nothing listens on port 1: no cluster needed.
 func TestUnreachableClusterNamesTheServer(t *testing.T) {
 	kc := filepath.Join(t.TempDir(), "config")
@@ -437,14 +438,14 @@ current-context: x
 	assert.Equal(t, "https://127.0.0.1:1 (namespace agents)", b.Host())
 	ctx := context.Background()
 	_, err = b.Ping(ctx)
-	require.ErrorIs(t, err, backend.ErrUnreachable)
+	require.ErrorIs(t, err, engine.ErrUnreachable)
 	assert.Contains(t, err.Error(), "the Kubernetes API server https://127.0.0.1:1 (from kubeconfig "+kc+") does not answer")
 	assert.Contains(t, err.Error(), "connection refused")
 	assert.NotContains(t, err.Error(), "\n")
 	_, err = b.Inspect(ctx, "s")
-	assert.ErrorIs(t, err, backend.ErrUnreachable)
-	_, err = b.Volumes().List(ctx, false)
-	assert.ErrorIs(t, err, backend.ErrUnreachable)
+	assert.ErrorIs(t, err, engine.ErrUnreachable)
+	_, err = b.Storage().List(ctx, false)
+	assert.ErrorIs(t, err, engine.ErrUnreachable)
 
 	b, err = New(Config{Kubeconfig: kc, Namespace: "other"})
 	require.NoError(t, err)
@@ -456,7 +457,7 @@ func TestNoKubeconfigSaysWhatToSet(t *testing.T) {
 	t.Setenv("HOME", t.TempDir())
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	_, err := New(Config{})
-	require.ErrorIs(t, err, backend.ErrUnreachable)
+	require.ErrorIs(t, err, engine.ErrUnreachable)
 	assert.Contains(t, err.Error(), "set KUBECONFIG or Config.Kubeconfig")
 	assert.Contains(t, advice.CLI(err), "set KUBECONFIG or --kubeconfig")
 

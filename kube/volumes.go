@@ -11,30 +11,30 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runtimectl/runtimectl/backend"
-	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 )
 
 // Volumes is a Backend seen as the keeper of sessions' claims: each session has two,
 // runtimectl-KEY-workspace and runtimectl-KEY-state, one unit for every verb, named
-// runtimectl-KEY together (backend.Volume.Name). It implements backend.Volumes.
+// runtimectl-KEY together (engine.Volume.Name). It implements engine.Storage.
 type Volumes Backend
 
-// Create creates the session's two claims, the workspace one carrying the settings, or keeps
+// create creates the session's two claims, the workspace one carrying the settings, or keeps
 // those that exist. A claim binds when its storage class provisions it (or when an operator made
 // a PersistentVolume for it); the pod waits for that.
-func (v *Volumes) Create(ctx context.Context, session, lang, settings string) (backend.Volume, error) {
+func (v *Volumes) create(ctx context.Context, session, lang, settings string) (engine.Volume, error) {
 	b := (*Backend)(v)
 	claims, err := Claims(b.ns, session, lang, settings, b.opts)
 	if err != nil {
-		return backend.Volume{}, err
+		return engine.Volume{}, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
 	for _, c := range claims {
 		_, err := b.cs.CoreV1().PersistentVolumeClaims(b.ns).Create(cctx, c, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return backend.Volume{}, fmt.Errorf("create claim %s for session %q: %w", c.Name, session, b.classify(err))
+			return engine.Volume{}, fmt.Errorf("create claim %s for session %q: %w", c.Name, session, b.classify(err))
 		}
 	}
 	return v.Inspect(ctx, session)
@@ -42,8 +42,8 @@ func (v *Volumes) Create(ctx context.Context, session, lang, settings string) (b
 
 // Inspect returns the session's claims as one volume: those named for it, else (a session
 // claimed from a warm pool keeps its member's claims, relabelled) those labelled and annotated
-// as it. backend.ErrNotFound without a workspace claim of that session.
-func (v *Volumes) Inspect(ctx context.Context, session string) (backend.Volume, error) {
+// as it. engine.ErrNotFound without a workspace claim of that session.
+func (v *Volumes) Inspect(ctx context.Context, session string) (engine.Volume, error) {
 	b := (*Backend)(v)
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
@@ -52,13 +52,13 @@ func (v *Volumes) Inspect(ctx context.Context, session string) (backend.Volume, 
 		return volume(c), nil
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
-		return backend.Volume{}, fmt.Errorf("volume of session %q: %w", session, b.classify(err))
+		return engine.Volume{}, fmt.Errorf("volume of session %q: %w", session, b.classify(err))
 	}
 	l, lerr := b.cs.CoreV1().PersistentVolumeClaims(b.ns).List(cctx, metav1.ListOptions{
-		LabelSelector: containers.LabelSession + "=" + Key(session) + "," + LabelRole + "=" + RoleWorkspace,
+		LabelSelector: contract.LabelSession + "=" + Key(session) + "," + LabelRole + "=" + RoleWorkspace,
 	})
 	if lerr != nil {
-		return backend.Volume{}, fmt.Errorf("volume of session %q: %w", session, b.classify(lerr))
+		return engine.Volume{}, fmt.Errorf("volume of session %q: %w", session, b.classify(lerr))
 	}
 	for i := range l.Items {
 		if l.Items[i].Annotations[AnnotationSession] == session {
@@ -66,27 +66,27 @@ func (v *Volumes) Inspect(ctx context.Context, session string) (backend.Volume, 
 		}
 	}
 	if err != nil {
-		return backend.Volume{}, fmt.Errorf("volume of session %q: %w", session, b.classify(err))
+		return engine.Volume{}, fmt.Errorf("volume of session %q: %w", session, b.classify(err))
 	}
-	return backend.Volume{}, fmt.Errorf("%w: claim %s belongs to session %q, not %q", backend.ErrNotFound, c.Name, c.Annotations[AnnotationSession], session)
+	return engine.Volume{}, fmt.Errorf("%w: claim %s belongs to session %q, not %q", engine.ErrNotFound, c.Name, c.Annotations[AnnotationSession], session)
 }
 
-func volume(c *corev1.PersistentVolumeClaim) backend.Volume {
-	return backend.Volume{
+func volume(c *corev1.PersistentVolumeClaim) engine.Volume {
+	return engine.Volume{
 		Name: strings.TrimSuffix(c.Name, "-workspace"), Session: c.Annotations[AnnotationSession],
-		Lang: c.Labels[containers.LabelLang], Settings: c.Annotations[AnnotationSettings],
+		Lang: c.Labels[contract.LabelLang], Settings: c.Annotations[AnnotationSettings],
 		Created: c.CreationTimestamp.Time, Size: -1,
 	}
 }
 
-// Remove deletes the pair of claims named name (backend.Volume.Name); missing claims are
-// removed already. While the session's pod exists, backend.ErrInUse.
+// Remove deletes the pair of claims named name (engine.Volume.Name); missing claims are
+// removed already. While the session's pod exists, engine.ErrInUse.
 func (v *Volumes) Remove(ctx context.Context, name string) error {
 	b := (*Backend)(v)
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
 	if _, err := b.cs.CoreV1().Pods(b.ns).Get(cctx, name, metav1.GetOptions{}); err == nil {
-		return fmt.Errorf("remove volume %s: %w (stop and remove its session first)", name, backend.ErrInUse)
+		return fmt.Errorf("remove volume %s: %w (stop and remove its session first)", name, engine.ErrInUse)
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("remove volume %s: %w", name, b.classify(err))
 	}
@@ -98,7 +98,7 @@ func (v *Volumes) Remove(ctx context.Context, name string) error {
 			if p, err := b.podName(cctx, s); err != nil {
 				return fmt.Errorf("remove volume %s: %w", name, err)
 			} else if p != "" {
-				return fmt.Errorf("remove volume %s: %w by pod %s (stop and remove session %q first)", name, backend.ErrInUse, p, s)
+				return fmt.Errorf("remove volume %s: %w by pod %s (stop and remove session %q first)", name, engine.ErrInUse, p, s)
 			}
 		}
 	}
@@ -128,17 +128,17 @@ func (v *Volumes) Remove(ctx context.Context, name string) error {
 
 // List returns every session's claims as volumes, by name. Sizes are unknown (-1): the API says
 // what a claim may hold, not what it holds.
-func (v *Volumes) List(ctx context.Context, withSize bool) ([]backend.Volume, error) {
+func (v *Volumes) List(ctx context.Context, withSize bool) ([]engine.Volume, error) {
 	b := (*Backend)(v)
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
 	l, err := b.cs.CoreV1().PersistentVolumeClaims(b.ns).List(cctx, metav1.ListOptions{
-		LabelSelector: containers.LabelSession + "," + LabelRole + "=" + RoleWorkspace,
+		LabelSelector: contract.LabelSession + "," + LabelRole + "=" + RoleWorkspace,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list claims: %w", b.classify(err))
 	}
-	out := make([]backend.Volume, 0, len(l.Items))
+	out := make([]engine.Volume, 0, len(l.Items))
 	for i := range l.Items {
 		out = append(out, volume(&l.Items[i]))
 	}

@@ -76,7 +76,7 @@ func (sc sessionCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[string]int{"running": 0, "exited": 0}
 	for _, ci := range list {
 		if ci.Session != "" {
-			counts[strings.ToLower(ci.State)]++
+			counts[strings.ToLower(string(ci.State))]++
 		}
 	}
 	for st, n := range counts {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/egress"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -30,7 +30,7 @@ func (ec egressCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, ci := range list {
-		if ci.Session == "" || ci.Labels[containers.LabelAllowHosts] == "" {
+		if ci.Session == "" || ci.Labels[contract.LabelAllowHosts] == "" {
 			continue
 		}
 		r, err := ec.c.EgressRefusals(ctx, ci.Session)

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -299,7 +299,7 @@ func classify(err error) (int, string) {
 		return http.StatusNotFound, "not_found"
 	case errors.As(err, &re) && re.Code == "bad_request":
 		return http.StatusBadRequest, "invalid"
-	case errors.Is(err, containers.ErrUnreachable):
+	case errors.Is(err, engine.ErrUnreachable):
 		return http.StatusServiceUnavailable, "unavailable"
 	case errors.Is(err, session.ErrNoImage):
 		return http.StatusServiceUnavailable, "no_image"

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -51,8 +51,8 @@ func (s *Server) info(ctx context.Context, name string) (session.Info, error) {
 	ci, err := s.cfg.Client.Runtimes().Inspect(ctx, name)
 	switch {
 	case err == nil:
-		in.State = ci.State
-	case !errors.Is(err, containers.ErrNotFound):
+		in.State = string(ci.State)
+	case !errors.Is(err, engine.ErrNotFound):
 		return in, err
 	}
 	if ci.Running {

@@ -13,6 +13,7 @@ import (
 	"github.com/runtimectl/runtimectl"
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/lang"
@@ -20,7 +21,7 @@ import (
 	"github.com/runtimectl/runtimectl/volumes"
 )
 
-// Client manages sessions on one engine: Docker (New) or another backend (NewWithBackend).
+// Client manages sessions on one engine: Docker (New) or another (NewWithEngine).
 type Client struct {
 	ctr     Runtimes
 	img     *images.Builder // nil where the engine builds no images (Kubernetes)
@@ -96,18 +97,15 @@ func New(opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// NewWithBackend returns a Client on another engine than Docker (see Runtimes and Storage; the
-// kube package makes one for Kubernetes). Such a client builds no images: Images is nil.
-func NewWithBackend(b Backend, opts ...Option) *Client {
+// NewWithEngine returns a Client on another engine than Docker (package engine; kube.Backend
+// is one, for Kubernetes). Such a client builds no images: Images is nil.
+func NewWithEngine(e engine.Engine, opts ...Option) *Client {
 	o := options{logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	closer := b.Closer
-	if closer == nil {
-		closer = io.NopCloser(nil)
-	}
-	c := &Client{ctr: b.Runtimes, vol: b.Storage, poolEng: b.Pools, egr: b.Egress, egress: o.egress, installBuilds: o.installBuilds, backend: b.Name, closer: closer, logger: o.logger, callTimeout: 30 * time.Second}
+	c := &Client{ctr: e.Runtimes(), vol: e.Storage(), poolEng: e.Pools(), egress: o.egress, installBuilds: o.installBuilds, backend: e.Name(), closer: e, logger: o.logger, callTimeout: 30 * time.Second}
+	c.egr, _ = c.ctr.(engine.Egress) // nil: the engine runs no egress proxies
 	c.pools.refill = !o.noRefill
 	return c
 }
@@ -314,12 +312,12 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 		if err := c.ctr.Remove(ctx, spec.Name, true); err != nil {
 			return nil, info, err
 		}
-		err = containers.ErrNotFound
+		err = engine.ErrNotFound
 	}
 	switch {
 	case err == nil:
 		// The container exists: settings are the recorded ones.
-	case errors.Is(err, containers.ErrNotFound):
+	case errors.Is(err, engine.ErrNotFound):
 		vol, verr := c.vol.Inspect(ctx, spec.Name)
 		var st Settings
 		switch {
@@ -329,9 +327,9 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 				return nil, info, advice.Errorf("session %q: its volume's settings are unreadable (%v); %s", spec.Name, err, adviseRemoveVolume(vol.Name))
 			}
 			info.Recreate = true
-		case errors.Is(verr, volumes.ErrNotFound) && existing:
+		case errors.Is(verr, engine.ErrNotFound) && existing:
 			return nil, info, advice.Errorf("%w %q: %s", ErrNotFound, spec.Name, adviseStart(spec.Name))
-		case errors.Is(verr, volumes.ErrNotFound):
+		case errors.Is(verr, engine.ErrNotFound):
 			st, err = spec.settings()
 			if err != nil {
 				return nil, info, err
@@ -343,7 +341,7 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 				info.Created, info.Pool = true, pool
 				return s, info, nil
 			}
-			if err := c.createVolumes(ctx, st, volumes.WithDriverOpts(spec.VolumeOpts), volumes.WithStateDriverOpts(spec.StateVolumeOpts)); err != nil {
+			if err := c.createVolumes(ctx, st, engine.VolumeOptions{Driver: spec.VolumeOpts, StateDriver: spec.StateVolumeOpts}); err != nil {
 				return nil, info, err
 			}
 			info.Created = true
@@ -357,7 +355,7 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 		}
 		var made bool
 		if ci, made, err = c.createContainer(ctx, st); err != nil {
-			if !errors.Is(err, containers.ErrBeingCreated) {
+			if !errors.Is(err, engine.ErrBeingCreated) {
 				c.undoCreate(ctx, info, spec.Name, false) // the volumes only: no container is ours
 			}
 			return nil, info, err
@@ -458,12 +456,12 @@ func (c *Client) exists(ctx context.Context, name string) error {
 	if err == nil {
 		return nil
 	}
-	if !errors.Is(err, containers.ErrNotFound) {
+	if !errors.Is(err, engine.ErrNotFound) {
 		return err
 	}
 	if _, verr := c.vol.Inspect(ctx, name); verr == nil {
 		return nil
-	} else if !errors.Is(verr, volumes.ErrNotFound) {
+	} else if !errors.Is(verr, engine.ErrNotFound) {
 		return verr
 	}
 	return advice.Errorf("%w %q: %s", ErrNotFound, name, adviseStart(name))
@@ -477,7 +475,7 @@ func (c *Client) Stop(ctx context.Context, name string) error {
 	}
 	ci, err := c.ctr.Inspect(ctx, name)
 	if err != nil {
-		if errors.Is(err, containers.ErrNotFound) {
+		if errors.Is(err, engine.ErrNotFound) {
 			return nil // only the volume is left: stopped already
 		}
 		return err
@@ -529,9 +527,9 @@ func (c *Client) ensureContainer(ctx context.Context, name string) (containers.I
 		if err := c.ctr.Remove(ctx, name, true); err != nil {
 			return containers.Info{}, err
 		}
-		err = containers.ErrNotFound
+		err = engine.ErrNotFound
 	}
-	if err == nil || !errors.Is(err, containers.ErrNotFound) {
+	if err == nil || !errors.Is(err, engine.ErrNotFound) {
 		return ci, err
 	}
 	vol, err := c.vol.Inspect(ctx, name)

@@ -8,8 +8,8 @@
 //	res, _ := s.Exec(ctx, "x = 40 + 2\nx", session.ExecOptions{})
 //	fmt.Println(*res.Result) // 42
 //
-// Other engines plug in below the same API through session.Runtimes and session.Storage
-// (NewWithBackend; kube.Backend.Session for Kubernetes).
+// Other engines plug in below the same API through package engine (NewWithEngine; kube.Backend
+// is the Kubernetes engine).
 //
 // A Session keeps one private stream to the session's agent open (a docker exec of the relay),
 // so only its first request pays for opening it. It is safe for concurrent use: requests are

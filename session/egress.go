@@ -10,9 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/egress"
 	"github.com/runtimectl/runtimectl/egress/proxy"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
 )
 
@@ -25,25 +26,9 @@ import (
 // (Spec.SecretHeaders) are read here, by the controller, when the proxy is made, and go to the
 // proxy only: the settings keep where they come from, never the values.
 
-// Egress is what an engine does for sessions with allowed hosts: their egress proxies. The
-// Docker engine implements it with containers.Manager; the kube package with a pod per proxy.
-type Egress interface {
-	// StartEgress starts the session's proxy, making it from spec() when there is none (spec
-	// reads the secret values: it is called only then), and returns once it listens.
-	StartEgress(ctx context.Context, session string, spec func() (containers.EgressSpec, error)) error
-	// StopEgress stops it (a missing one is stopped); RemoveEgress removes it and what only it
-	// used (a missing one is removed).
-	StopEgress(ctx context.Context, session string, timeout time.Duration) error
-	RemoveEgress(ctx context.Context, session string) error
-	// EgressLogs returns the proxy's log: its refusals, one egress.LogLine (JSON) each.
-	EgressLogs(ctx context.Context, session string, max int64) ([]byte, error)
-}
-
-var _ Egress = (*containers.Manager)(nil)
-
 // EgressOptions tune the egress proxies a Client makes (WithEgress).
 type EgressOptions struct {
-	// Network is the proxies' outside network on Docker ("": containers.EgressNetwork).
+	// Network is the proxies' outside network on Docker ("": the engine's, runtimectl-egress).
 	Network string
 	// Hosts are addresses the proxies give names before their resolver (tests, split horizons).
 	Hosts map[string][]string
@@ -130,13 +115,13 @@ func (c *Client) startEgress(ctx context.Context, st Settings) error {
 	if c.egr == nil {
 		return advice.Errorf("%w: session %q has allowed hosts, and the %s engine runs no egress proxy", ErrInvalid, st.Session, c.backend)
 	}
-	return c.egr.StartEgress(ctx, st.Session, func() (containers.EgressSpec, error) { return c.egressSpec(st) })
+	return c.egr.StartEgress(ctx, st.Session, func() (engine.EgressSpec, error) { return c.egressSpec(st) })
 }
 
 // startEgressOf starts the proxy of an existing session whose runtime says it has allowed
-// hosts (containers.LabelAllowHosts), from its recorded settings.
-func (c *Client) startEgressOf(ctx context.Context, name string, ci containers.Info) error {
-	if ci.Labels[containers.LabelAllowHosts] == "" {
+// hosts (contract.LabelAllowHosts), from its recorded settings.
+func (c *Client) startEgressOf(ctx context.Context, name string, ci engine.Info) error {
+	if ci.Labels[contract.LabelAllowHosts] == "" {
 		return nil
 	}
 	st, err := c.RecordedSettings(ctx, name)
@@ -164,7 +149,7 @@ func (c *Client) removeEgress(ctx context.Context, name string) error {
 
 // egressSpec is the proxy of session st: its allowlist, its secret headers with their values
 // (read now), a CA for them, and what the Client's EgressOptions add.
-func (c *Client) egressSpec(st Settings) (containers.EgressSpec, error) {
+func (c *Client) egressSpec(st Settings) (engine.EgressSpec, error) {
 	o := c.egress
 	cfg := egress.Config{Session: st.Session, Allow: st.AllowHosts, Hosts: o.Hosts, UpstreamCAs: o.UpstreamCAs, Deny: append(c.hostAddrs(), o.Deny...)}
 	lookup := o.Lookup
@@ -175,11 +160,11 @@ func (c *Client) egressSpec(st Settings) (containers.EgressSpec, error) {
 	for _, raw := range st.SecretHeaders {
 		sp, err := egress.ParseSecretHeader(raw)
 		if err != nil {
-			return containers.EgressSpec{}, err
+			return engine.EgressSpec{}, err
 		}
 		value, err := secretValue(sp, lookup)
 		if err != nil {
-			return containers.EgressSpec{}, fmt.Errorf("session %q: %w", st.Session, err)
+			return engine.EgressSpec{}, fmt.Errorf("session %q: %w", st.Session, err)
 		}
 		cfg.Secrets = append(cfg.Secrets, egress.Secret{Host: sp.Host.String(), Header: sp.Header, Value: value})
 		names = append(names, sp.Host.Name)
@@ -187,11 +172,11 @@ func (c *Client) egressSpec(st Settings) (containers.EgressSpec, error) {
 	if len(names) > 0 {
 		cert, key, err := proxy.NewCA(st.Session, names)
 		if err != nil {
-			return containers.EgressSpec{}, fmt.Errorf("session %q: egress CA: %w", st.Session, err)
+			return engine.EgressSpec{}, fmt.Errorf("session %q: egress CA: %w", st.Session, err)
 		}
 		cfg.CACert, cfg.CAKey = string(cert), string(key)
 	}
-	return containers.EgressSpec{Session: st.Session, Image: st.Image, Config: cfg, Network: o.Network}, nil
+	return engine.EgressSpec{Session: st.Session, Image: st.Image, Config: cfg, Network: o.Network}, nil
 }
 
 // secretValue reads a secret header's value from its source.
@@ -263,7 +248,7 @@ func (c *Client) EgressRefusals(ctx context.Context, name string) (EgressRefusal
 	}
 	raw, err := c.egr.EgressLogs(ctx, name, egressLogMax)
 	if err != nil {
-		if errors.Is(err, containers.ErrNotFound) {
+		if errors.Is(err, engine.ErrNotFound) {
 			return out, nil
 		}
 		return out, err
@@ -307,7 +292,7 @@ func (c *Client) withEgressLogs(ctx context.Context, name string, agent []byte, 
 	return append(agent, tail...), nil
 }
 
-// egressLabel adds containers.LabelAllowHosts to the labels of the runtime of a session with
+// egressLabel adds contract.LabelAllowHosts to the labels of the runtime of a session with
 // allowed hosts (the engine starts its proxy first, and gives it its policy).
 func egressLabel(st Settings, labels map[string]string) map[string]string {
 	if len(st.AllowHosts) == 0 {
@@ -316,23 +301,17 @@ func egressLabel(st Settings, labels map[string]string) map[string]string {
 		}
 		return labels
 	}
-	out := map[string]string{containers.LabelAllowHosts: "1"}
+	out := map[string]string{contract.LabelAllowHosts: "1"}
 	for k, v := range labels {
 		out[k] = v
 	}
 	return out
 }
 
-// egressAdopter is an Egress whose proxies can pass from a warm pool's member to the session
-// that claims it (Docker renames the proxy's container).
-type egressAdopter interface {
-	AdoptEgress(ctx context.Context, member, name string) error
-}
-
 // adoptEgress makes a claimed member's proxy the session name's. When it cannot, the session
 // made of the member is removed (the start then makes its own).
 func (c *Client) adoptEgress(ctx context.Context, member, name string) error {
-	a, ok := c.egr.(egressAdopter)
+	a, ok := c.egr.(engine.EgressAdopter)
 	var err error
 	if !ok {
 		err = fmt.Errorf("%w: the %s engine cannot hand a pool member's egress proxy to a session", ErrInvalid, c.backend)

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
 )
 
 func TestAllowHostsAreCheckedAndKeptCanonical(t *testing.T) {
@@ -17,7 +17,7 @@ func TestAllowHostsAreCheckedAndKeptCanonical(t *testing.T) {
 	assert.Equal(t, "none", st.Network)
 	cs := containerSpec(st)
 	assert.True(t, cs.Egress)
-	assert.Equal(t, "1", cs.Labels[containers.LabelAllowHosts])
+	assert.Equal(t, "1", cs.Labels[contract.LabelAllowHosts])
 	assert.False(t, containerSpec(Settings{Session: "y"}).Egress)
 
 	for _, bad := range []Spec{

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/execproto"
 )
 
@@ -28,7 +28,7 @@ var (
 	// CLI exits 125) or does not carry the agent (also ErrInvalid: a wrong image given).
 	ErrNoImage = errors.New("no usable image")
 	// ErrUnreachable is an engine that cannot be reached.
-	ErrUnreachable = containers.ErrUnreachable
+	ErrUnreachable = engine.ErrUnreachable
 	// ErrBusy is an execution refused because the session's queue is full: try again.
 	ErrBusy = execproto.ErrBusy
 	// ErrDiskCap is an execution refused because the session's workspace is past its disk cap

@@ -21,11 +21,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
-	"github.com/runtimectl/runtimectl/volumes"
 )
 
 // The container killed, the controller killed, many clients, resource limits, a full disk,
@@ -579,5 +579,5 @@ except OSError:
 	assert.Contains(t, err.Error(), `"no-such-runtime"`)
 	assert.Contains(t, err.Error(), "docker info")
 	_, err = c.Volumes().Inspect(testenv.Ctx(t, time.Minute), name)
-	assert.ErrorIs(t, err, volumes.ErrNotFound, "the volume made for it is removed again")
+	assert.ErrorIs(t, err, engine.ErrNotFound, "the volume made for it is removed again")
 }

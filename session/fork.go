@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/internal/advice"
@@ -125,7 +125,7 @@ func (c *Client) Fork(ctx context.Context, src, dst, at string) (*Session, error
 	}
 	st.Session, st.Created = dst, time.Now().UTC()
 	st.ForkOf, st.ForkedBy = src, TestRunID() // whole once ForkDoneFile is written, last
-	if _, err := c.vol.Create(ctx, dst, st.Lang, st.Encode()); err != nil {
+	if _, err := c.vol.Create(ctx, dst, st.Lang, st.Encode(), engine.VolumeOptions{}); err != nil {
 		return nil, err
 	}
 	cleanup := func() {
@@ -303,7 +303,7 @@ func (c *Client) RemoveExport(ctx context.Context, name string, force bool, o Ex
 	if err != nil {
 		return n, err
 	}
-	if err := c.ctr.Remove(ctx, name, true); err != nil && !errors.Is(err, containers.ErrNotFound) {
+	if err := c.ctr.Remove(ctx, name, true); err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return n, err
 	}
 	if err := c.removeHelpers(ctx, name); err != nil {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/volumes"
 )
@@ -93,7 +95,7 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 			// Never a running session, nor one whose volume exists under its name without
 			// runtimectl's labels (the engine makes such a volume when one is removed under a
 			// container that is being created): those are reported for a person to decide.
-			if _, err := c.vol.Inspect(ctx, ci.Session); err == nil || !errors.Is(err, volumes.ErrNotFound) {
+			if _, err := c.vol.Inspect(ctx, ci.Session); err == nil || !errors.Is(err, engine.ErrNotFound) {
 				do(GCAction{Session: ci.Session, Action: "report", Reason: fmt.Sprintf("its volume %s is not labelled as runtimectl's (or could not be read: %v); its data may be there: look at it before removing anything", volumes.Name(ci.Session), err),
 					Fix: "docker volume inspect " + volumes.Name(ci.Session)}, nil)
 				continue
@@ -207,16 +209,16 @@ func (c *Client) gcHelpers(ctx context.Context, do func(GCAction, func() error))
 	now := time.Now()
 	for _, h := range hs {
 		reason := ""
-		if d, err := strconv.ParseInt(h.Labels[containers.LabelDeadline], 10, 64); err == nil && now.After(time.Unix(d, 0).Add(time.Minute)) {
-			reason = fmt.Sprintf("a %s helper past its deadline (%s)", h.Labels[containers.LabelHelper], time.Unix(d, 0).UTC().Format(time.RFC3339))
+		if d, err := strconv.ParseInt(h.Labels[contract.LabelDeadline], 10, 64); err == nil && now.After(time.Unix(d, 0).Add(time.Minute)) {
+			reason = fmt.Sprintf("a %s helper past its deadline (%s)", h.Labels[contract.LabelHelper], time.Unix(d, 0).UTC().Format(time.RFC3339))
 		} else if !h.Running && now.Sub(h.Created) > time.Minute {
-			reason = fmt.Sprintf("a %s helper that has ended", h.Labels[containers.LabelHelper])
+			reason = fmt.Sprintf("a %s helper that has ended", h.Labels[contract.LabelHelper])
 		}
 		if reason == "" {
 			continue
 		}
 		id := h.ID
-		do(GCAction{Session: h.Labels[containers.LabelHelperFor], Action: "remove helper", Reason: reason},
+		do(GCAction{Session: h.Labels[contract.LabelHelperFor], Action: "remove helper", Reason: reason},
 			func() error { return c.docker.RemoveHelper(ctx, id) })
 	}
 }

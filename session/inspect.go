@@ -7,6 +7,7 @@ import (
 
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/volumes"
@@ -81,9 +82,9 @@ func (c *Client) Inspect(ctx context.Context, name string) (*Inspection, error) 
 	ci, err := c.ctr.Inspect(ctx, name)
 	switch {
 	case err == nil:
-		in.Runtime = &RuntimeInfo{ID: ci.ID, Name: ci.Name, State: ci.State, Running: ci.Running, Image: ci.Image,
+		in.Runtime = &RuntimeInfo{ID: ci.ID, Name: ci.Name, State: string(ci.State), Running: ci.Running, Image: ci.Image,
 			Created: ci.Created, StartedAt: ci.StartedAt, ExitCode: ci.ExitCode, OOMKilled: ci.OOMKilled}
-	case !errors.Is(err, containers.ErrNotFound):
+	case !errors.Is(err, engine.ErrNotFound):
 		return nil, err
 	}
 	if in.Runtime != nil && in.Runtime.Running {
@@ -119,13 +120,17 @@ func (c *Client) Stats(ctx context.Context, name string) (Stats, error) {
 		return Stats{}, err
 	}
 	ci, err := c.ctr.Inspect(ctx, name)
-	if err != nil && !errors.Is(err, containers.ErrNotFound) {
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return Stats{}, err
 	}
 	if err != nil || !ci.Running {
 		return Stats{}, advice.Errorf("%w: session %q is not running: nothing to measure; %s", ErrNotFound, name, adviseStart(name))
 	}
-	cs, err := c.ctr.Stats(ctx, name)
+	sr, ok := c.ctr.(engine.StatsReader)
+	if !ok {
+		return Stats{}, c.unsupported("stats of session " + name)
+	}
+	cs, err := sr.Stats(ctx, name)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -150,7 +155,11 @@ func (c *Client) Logs(ctx context.Context, name string, max int64) ([]byte, erro
 	if err := c.exists(ctx, name); err != nil {
 		return nil, err
 	}
-	b, err := c.ctr.Logs(ctx, name, max)
+	lr, ok := c.ctr.(engine.LogReader)
+	if !ok {
+		return nil, c.unsupported("logs of session " + name)
+	}
+	b, err := lr.Logs(ctx, name, max)
 	if err != nil {
 		return b, err
 	}

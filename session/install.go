@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/volumes"
 )
@@ -148,7 +149,7 @@ exit $rc`
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("install into session %q: it did not end within its deadline; the installer was stopped", name)
 		}
-		if errors.Is(err, containers.ErrNotFound) {
+		if errors.Is(err, engine.ErrNotFound) {
 			return fmt.Errorf("install into session %q: its image %s is gone: %w", name, st.Image, err)
 		}
 		return fmt.Errorf("install into session %q: %w", name, err)

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/snapshot"
 )
@@ -65,7 +65,7 @@ func (c *Client) ListWith(ctx context.Context, o ListOptions) ([]Info, error) {
 		if ci.Session == "" || isPoolMember(ci.Session) {
 			continue
 		}
-		in := &Info{Name: ci.Session, Lang: ci.Lang, State: ci.State, Image: ci.Image, Created: ci.Created, Executions: -1}
+		in := &Info{Name: ci.Session, Lang: ci.Lang, State: string(ci.State), Image: ci.Image, Created: ci.Created, Executions: -1}
 		byName[ci.Session] = in
 		out = append(out, in)
 	}
@@ -148,7 +148,7 @@ func (c *Client) ListWith(ctx context.Context, o ListOptions) ([]Info, error) {
 				sum, err = history.Summarize(r)
 				return err
 			})
-			if errors.Is(err, containers.ErrNotFound) {
+			if errors.Is(err, engine.ErrNotFound) {
 				err = nil // no execution yet
 			}
 			if err == nil {
@@ -200,7 +200,7 @@ func (c *Client) readHistory(ctx context.Context, name string) ([]history.Execut
 		execs, problems, err = history.Parse(r)
 		return err
 	})
-	if errors.Is(err, containers.ErrNotFound) {
+	if errors.Is(err, engine.ErrNotFound) {
 		return []history.Execution{}, nil, nil // no execution yet
 	}
 	return execs, problems, err
@@ -211,7 +211,7 @@ func (c *Client) readHistory(ctx context.Context, name string) ([]history.Execut
 // has it in contract.LegacyStateDir until it is next started.
 func (c *Client) copyState(ctx context.Context, name, path string) (io.ReadCloser, error) {
 	rc, err := c.ctr.CopyFrom(ctx, name, path)
-	if errors.Is(err, containers.ErrNotFound) {
+	if errors.Is(err, engine.ErrNotFound) {
 		if ci, ierr := c.ctr.Inspect(ctx, name); ierr == nil && !ci.StateMounted {
 			return c.ctr.CopyFrom(ctx, name, contract.LegacyStateDir+strings.TrimPrefix(path, contract.StateDir))
 		}
@@ -231,7 +231,7 @@ func (c *Client) readFile(ctx context.Context, name, path string, read func(io.R
 		h, err := tr.Next()
 		if err != nil {
 			if err == io.EOF {
-				return fmt.Errorf("%s: %w", path, containers.ErrNotFound)
+				return fmt.Errorf("%s: %w", path, engine.ErrNotFound)
 			}
 			return err
 		}
@@ -249,7 +249,7 @@ func (c *Client) Snapshots(ctx context.Context, name string) ([]snapshot.Manifes
 	}
 	rc, err := c.copyState(ctx, name, contract.StatePath(contract.SnapshotsDir))
 	if err != nil {
-		if errors.Is(err, containers.ErrNotFound) {
+		if errors.Is(err, engine.ErrNotFound) {
 			return []snapshot.Manifest{}, nil
 		}
 		return nil, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 )
 
 // createContainer creates the session's container from its settings (not starting it), or
@@ -71,7 +72,7 @@ var legacyRel = strings.TrimPrefix(contract.LegacyStateDir, contract.Workspace+"
 // to copy.
 func (c *Client) migrateState(ctx context.Context, name string) error {
 	rc, err := c.ctr.CopyFrom(ctx, name, contract.LegacyStateDir)
-	if errors.Is(err, containers.ErrNotFound) {
+	if errors.Is(err, engine.ErrNotFound) {
 		return nil
 	}
 	if err != nil {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
-	"github.com/runtimectl/runtimectl/volumes"
 )
 
 // ownerLabels are the container labels that name a session's owner.
@@ -14,7 +14,7 @@ func ownerLabels(owner string) map[string]string {
 	if owner == "" {
 		return nil
 	}
-	return map[string]string{containers.LabelOwner: owner}
+	return map[string]string{contract.LabelOwner: owner}
 }
 
 // RecordedSettings returns the settings recorded on the session's volume when it was made
@@ -25,7 +25,7 @@ func (c *Client) RecordedSettings(ctx context.Context, name string) (Settings, e
 		return Settings{}, err
 	}
 	vol, err := c.vol.Inspect(ctx, name)
-	if errors.Is(err, volumes.ErrNotFound) {
+	if errors.Is(err, engine.ErrNotFound) {
 		return Settings{}, advice.Errorf("%w %q: %s", ErrNotFound, name, adviseStart(name))
 	}
 	if err != nil {

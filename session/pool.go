@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/volumes"
@@ -151,7 +153,7 @@ func (c *Client) keptMembers(pool, hash string) []containers.Info {
 	for name := range c.pools.conns {
 		if strings.HasPrefix(name, poolPrefix+pool+".") {
 			out = append(out, containers.Info{Session: name, Running: true, Created: c.pools.connAt[name],
-				Labels: map[string]string{containers.LabelPoolConfig: hash}})
+				Labels: map[string]string{contract.LabelPoolConfig: hash}})
 		}
 	}
 	return out
@@ -172,7 +174,7 @@ const poolCacheTTL = 2 * time.Second
 
 func (c *Client) pooled(what string) error {
 	if c.poolEng == nil {
-		return fmt.Errorf("%w: %s: the %s backend keeps no warm pools (its session.Backend has no Pools); use the docker or kubernetes backend", ErrInvalid, what, c.backend)
+		return fmt.Errorf("%w: %s: the %s backend keeps no warm pools (its engine has no Pools); use the docker or kubernetes backend", ErrInvalid, what, c.backend)
 	}
 	return nil
 }
@@ -350,7 +352,7 @@ func (c *Client) FillPool(ctx context.Context, name string) (made, removed int, 
 	}
 	ready := 0
 	for _, m := range members(ctrs, p.Name) {
-		stale := time.Since(m.Created) > p.ttl() || m.Labels[containers.LabelPoolConfig] != hash ||
+		stale := time.Since(m.Created) > p.ttl() || m.Labels[contract.LabelPoolConfig] != hash ||
 			(!m.Running && time.Since(m.Created) > c.memberStartGrace()) || (m.Running && ready >= p.Size)
 		if !stale {
 			if m.Running {
@@ -391,11 +393,11 @@ func (c *Client) makeMember(ctx context.Context, p Pool, hash string) error {
 		return err
 	}
 	st.Session, st.Preload = name, p.Preload
-	labels := map[string]string{containers.LabelPool: p.Name, containers.LabelPoolConfig: hash}
-	if err := c.ctr.EnsureNetwork(ctx, st.Network); err != nil {
+	labels := map[string]string{contract.LabelPool: p.Name, contract.LabelPoolConfig: hash}
+	if err := c.ensureNetwork(ctx, st.Network); err != nil {
 		return err
 	}
-	if _, err := c.vol.Create(ctx, name, st.Lang, st.Encode(), volumes.WithLabels(labels)); err != nil {
+	if _, err := c.vol.Create(ctx, name, st.Lang, st.Encode(), engine.VolumeOptions{Labels: labels}); err != nil {
 		return err
 	}
 	cs := containerSpec(st)
@@ -484,7 +486,7 @@ func (c *Client) claim(ctx context.Context, spec Spec, st Settings) (*Session, s
 	// each asking the oldest's agent, then the next (n starts would make n²/2 connections).
 	mrand.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
 	for _, m := range ms {
-		if !m.Running || m.Labels[containers.LabelPoolConfig] != hash || time.Since(m.Created) > p.ttl() {
+		if !m.Running || m.Labels[contract.LabelPoolConfig] != hash || time.Since(m.Created) > p.ttl() {
 			continue
 		}
 		s := c.takeConn(m.Session)
@@ -601,7 +603,7 @@ func (c *Client) gcPools(ctx context.Context, o GCOptions, ctrs []containers.Inf
 		return sessCtrs, sessVols // cannot tell which pools exist: leave their members alone
 	}
 	for name, ci := range memberCtr {
-		pool := ci.Labels[containers.LabelPool]
+		pool := ci.Labels[contract.LabelPool]
 		limit, ok := ttl[pool]
 		switch {
 		case !ok:

@@ -30,8 +30,8 @@ func (d dockerPools) SavePool(ctx context.Context, name, config string) error {
 		return fmt.Errorf("replace pool %s: %w", name, err)
 	}
 	_, err := api.VolumeCreate(ctx, volume.CreateOptions{Name: poolVolume(name), Labels: map[string]string{
-		containers.LabelPool: name, containers.LabelRole: containers.RolePool, containers.LabelPoolConfig: config,
-		containers.LabelSchema: containers.Schema,
+		contract.LabelPool: name, contract.LabelRole: contract.RolePool, contract.LabelPoolConfig: config,
+		contract.LabelSchema: contract.LabelsSchema,
 	}})
 	if err != nil {
 		return fmt.Errorf("create pool %s: %w", name, err)
@@ -40,13 +40,13 @@ func (d dockerPools) SavePool(ctx context.Context, name, config string) error {
 }
 
 func (d dockerPools) LoadPools(ctx context.Context) ([]string, error) {
-	r, err := d.vol.API().VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", containers.LabelRole+"="+containers.RolePool))})
+	r, err := d.vol.API().VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", contract.LabelRole+"="+contract.RolePool))})
 	if err != nil {
 		return nil, fmt.Errorf("list pools: %w", err)
 	}
 	out := make([]string, 0, len(r.Volumes))
 	for _, v := range r.Volumes {
-		out = append(out, v.Labels[containers.LabelPoolConfig])
+		out = append(out, v.Labels[contract.LabelPoolConfig])
 	}
 	return out, nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -47,7 +47,7 @@ func TestPoolServesStartsWithReadySessions(t *testing.T) {
 	}
 	ci, err := c.Containers().Inspect(ctx, names[0])
 	require.NoError(t, err)
-	assert.Equal(t, pool.Name, ci.Labels[containers.LabelPool], "it is a member's container")
+	assert.Equal(t, pool.Name, ci.Labels[contract.LabelPool], "it is a member's container")
 
 	r := run(t, sessions[0], "import sys\n('json' in sys.modules, 'decimal' in sys.modules, 'decimal' in dir())")
 	require.Equal(t, "ok", string(r.Status), r.Stderr)
@@ -120,7 +120,7 @@ func backingOf(t *testing.T, c *session.Client, name string) []string {
 	require.NoError(t, err)
 	for _, v := range r.Volumes {
 		if v.Name == "runtimectl-"+name {
-			return strings.Split(v.Labels[containers.LabelBacking], ",")
+			return strings.Split(v.Labels[contract.LabelBacking], ",")
 		}
 	}
 	return nil

@@ -6,14 +6,14 @@ import (
 	"fmt"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
-	"github.com/runtimectl/runtimectl/volumes"
 )
 
 // createVolumes creates the volumes of a new session from its settings: what Start and Prepare
 // both make, so that a session is the same set of objects whoever creates its container.
-func (c *Client) createVolumes(ctx context.Context, st Settings, opts ...volumes.CreateOption) error {
-	_, err := c.vol.Create(ctx, st.Session, st.Lang, st.Encode(), opts...)
+func (c *Client) createVolumes(ctx context.Context, st Settings, o engine.VolumeOptions) error {
+	_, err := c.vol.Create(ctx, st.Session, st.Lang, st.Encode(), o)
 	return err
 }
 
@@ -37,10 +37,10 @@ func (c *Client) Prepare(ctx context.Context, spec Spec, volumeLabels map[string
 	if err := c.checkImage(ctx, st); err != nil {
 		return containers.Spec{}, err
 	}
-	if err := c.ctr.EnsureNetwork(ctx, st.Network); err != nil {
+	if err := c.ensureNetwork(ctx, st.Network); err != nil {
 		return containers.Spec{}, err
 	}
-	if err := c.createVolumes(ctx, st, volumes.WithDriverOpts(spec.VolumeOpts), volumes.WithStateDriverOpts(spec.StateVolumeOpts), volumes.WithLabels(volumeLabels)); err != nil {
+	if err := c.createVolumes(ctx, st, engine.VolumeOptions{Driver: spec.VolumeOpts, StateDriver: spec.StateVolumeOpts, Labels: volumeLabels}); err != nil {
 		return containers.Spec{}, err
 	}
 	if err := c.startEgress(ctx, st); err != nil { // removed by Remove, with the session
@@ -58,7 +58,7 @@ func (c *Client) Attach(ctx context.Context, name string) (*Session, error) {
 	}
 	ci, err := c.ctr.Inspect(ctx, name)
 	if err != nil {
-		if errors.Is(err, containers.ErrNotFound) {
+		if errors.Is(err, engine.ErrNotFound) {
 			return nil, fmt.Errorf("%w %q: it has no container", ErrNotFound, name)
 		}
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/internal/testenv"
@@ -108,7 +109,7 @@ func TestConcurrentStartAndRemovePairs(t *testing.T) {
 	wg.Wait()
 	ctx := testenv.Ctx(t, time.Minute)
 	_, cerr := c.Containers().Inspect(ctx, name)
-	if errors.Is(cerr, containers.ErrNotFound) {
+	if errors.Is(cerr, engine.ErrNotFound) {
 		for _, v := range []string{volumes.Name(name), volumes.StateName(name)} {
 			out, err := exec.Command("docker", "volume", "inspect", v).CombinedOutput()
 			assert.Error(t, err, "no container, so no volume %s either: %s", v, out)
@@ -134,7 +135,7 @@ func TestFailedStartLeavesNothing(t *testing.T) {
 	_, _, err := c.Start(ctx, session.Spec{Name: name, Pids: 1})
 	require.Error(t, err)
 	_, err = c.Containers().Inspect(ctx, name)
-	assert.ErrorIs(t, err, containers.ErrNotFound, "no container left")
+	assert.ErrorIs(t, err, engine.ErrNotFound, "no container left")
 	for _, v := range []string{volumes.Name(name), volumes.StateName(name)} {
 		out, err := exec.Command("docker", "volume", "inspect", v).CombinedOutput()
 		assert.Error(t, err, "no volume %s left: %s", v, out)
@@ -212,7 +213,7 @@ func TestBadExecutionArgumentsAreRefused(t *testing.T) {
 	_, _, err = c.Start(ctx, session.Spec{Name: name, KeepSnapshots: -1})
 	assert.ErrorIs(t, err, session.ErrInvalid)
 	_, err = c.Containers().Inspect(ctx, name)
-	assert.ErrorIs(t, err, containers.ErrNotFound, "nothing made")
+	assert.ErrorIs(t, err, engine.ErrNotFound, "nothing made")
 }
 
 // gc --orphans never removes a session whose workspace volume exists under its name without
@@ -266,7 +267,7 @@ func TestHandleStopRemoveTerminateAndTypedErrors(t *testing.T) {
 	assert.Equal(t, "42", *r.Result, "the next Exec brought it back with its state")
 	require.NoError(t, s.Remove(ctx))
 	_, err = c.Containers().Inspect(ctx, name)
-	assert.ErrorIs(t, err, containers.ErrNotFound)
+	assert.ErrorIs(t, err, engine.ErrNotFound)
 	out, err := exec.Command("docker", "volume", "inspect", volumes.StateName(name)).CombinedOutput()
 	assert.Error(t, err, "the state volume went with it: %s", out)
 	assert.NoError(t, s.Terminate(ctx), "gone already is fine")

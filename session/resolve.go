@@ -97,7 +97,7 @@ func (c *Client) SessionOwns(ctx context.Context, uid int) bool {
 func (c *Client) archiveKeepsOwners(ctx context.Context) bool {
 	c.ownersOnce.Do(func() {
 		c.keepsOwners = true
-		if e, err := c.ctr.Engine(ctx); err == nil && e.Name == "Podman" {
+		if e, err := c.ctr.About(ctx); err == nil && e.Name == "Podman" {
 			c.keepsOwners = false
 		}
 	})

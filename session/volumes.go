@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/volumes"
@@ -14,8 +15,9 @@ import (
 // its size stays unknown (-1) only when that fails too.
 func (c *Client) VolumeList(ctx context.Context, withSize bool) ([]volumes.Volume, error) {
 	list, err := c.vol.List(ctx, withSize)
-	if err != nil || !withSize || c.docker == nil {
-		return list, err // (only Docker's volumes are measured by a helper)
+	m, ok := c.ctr.(engine.Measurer)
+	if err != nil || !withSize || !ok {
+		return list, err // (only an engine with a Measurer measures what it cannot size)
 	}
 	for i, v := range list {
 		if v.Size >= 0 {
@@ -31,7 +33,7 @@ func (c *Client) VolumeList(ctx context.Context, withSize bool) ([]volumes.Volum
 		} else if l, err := lang.Get("python"); err == nil {
 			image = images.Ref(l)
 		}
-		sizes, err := c.ctr.Measure(ctx, image, names)
+		sizes, err := m.Measure(ctx, image, names)
 		if err != nil {
 			c.logger.Warn("measure volumes", "volume", v.Name, "err", err)
 			continue

@@ -11,6 +11,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/session"
 )
 
@@ -72,7 +73,7 @@ func TestConfigureAppliesTheHardeningThenTheCallersModifiers(t *testing.T) {
 	req := testcontainers.GenericContainerRequest{ContainerRequest: testcontainers.ContainerRequest{Image: "img:1"}}
 	for _, opt := range []testcontainers.ContainerCustomizer{
 		testcontainers.WithHostConfigModifier(func(h *container.HostConfig) { h.ShmSize = 1 << 20 }),
-		testcontainers.WithLabels(map[string]string{"team": "qa", containers.LabelSession: "not-mine"}),
+		testcontainers.WithLabels(map[string]string{"team": "qa", contract.LabelSession: "not-mine"}),
 		testcontainers.WithWaitStrategy(wait.ForLog("x")),
 	} {
 		require.NoError(t, opt.Customize(&req))
@@ -82,12 +83,12 @@ func TestConfigureAppliesTheHardeningThenTheCallersModifiers(t *testing.T) {
 	assert.Equal(t, "runtimectl-s1", req.Name)
 	assert.IsType(t, &wait.MultiStrategy{}, req.WaitingFor, "the caller's wait strategy runs with the hello")
 
-	cfg := &container.Config{Image: "img:1", Labels: map[string]string{"team": "qa", "org.testcontainers": "true", containers.LabelSession: "not-mine"}}
+	cfg := &container.Config{Image: "img:1", Labels: map[string]string{"team": "qa", "org.testcontainers": "true", contract.LabelSession: "not-mine"}}
 	req.ConfigModifier(cfg)
 	assert.Equal(t, wantCfg.Env, cfg.Env)
 	assert.Equal(t, wantCfg.User, cfg.User)
 	assert.Equal(t, wantCfg.WorkingDir, cfg.WorkingDir)
-	assert.Equal(t, "s1", cfg.Labels[containers.LabelSession], "runtimectl's labels win")
+	assert.Equal(t, "s1", cfg.Labels[contract.LabelSession], "runtimectl's labels win")
 	assert.Equal(t, "qa", cfg.Labels["team"])
 	assert.Equal(t, "true", cfg.Labels["org.testcontainers"])
 

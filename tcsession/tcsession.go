@@ -17,6 +17,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/session"
 )
 
@@ -189,7 +190,7 @@ func specFor(spec session.Spec, req *testcontainers.GenericContainerRequest) (se
 	}
 	spec.Image = req.Image
 	if req.Name != "" {
-		spec.Name = strings.TrimPrefix(strings.TrimPrefix(req.Name, "/"), containers.Prefix)
+		spec.Name = strings.TrimPrefix(strings.TrimPrefix(req.Name, "/"), contract.NamePrefix)
 	}
 	if spec.Name == "" {
 		b := make([]byte, 5)

@@ -15,11 +15,12 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
 	"github.com/runtimectl/runtimectl/tcsession"
-	"github.com/runtimectl/runtimectl/volumes"
 )
 
 // listed returns the session named name as `runtimectl session ls` shows it, or false.
@@ -106,7 +107,7 @@ func TestRunGivesASessionThatRunsCodeAndTerminateRemovesIt(t *testing.T) {
 	_, ok = listed(t, c, ctr.SessionName())
 	assert.False(t, ok, "no container and no volume left")
 	_, err = c.Volumes().Inspect(ctx, ctr.SessionName())
-	assert.ErrorIs(t, err, volumes.ErrNotFound)
+	assert.ErrorIs(t, err, engine.ErrNotFound)
 }
 
 // A tcsession container is made as `runtimectl session start` makes one: the same hardened
@@ -152,10 +153,10 @@ func TestRunHasTheHardenedDefaultsOfSessionStart(t *testing.T) {
 	}
 	assert.Equal(t, want.Config.User, got.Config.User)
 	assert.Equal(t, want.Config.WorkingDir, got.Config.WorkingDir)
-	for _, l := range []string{containers.LabelLang, containers.LabelSchema} {
+	for _, l := range []string{contract.LabelLang, contract.LabelSchema} {
 		assert.Equal(t, want.Config.Labels[l], got.Config.Labels[l], l)
 	}
-	assert.Equal(t, ctr.SessionName(), got.Config.Labels[containers.LabelSession])
+	assert.Equal(t, ctr.SessionName(), got.Config.Labels[contract.LabelSession])
 }
 
 func TestOptionsReachTheSession(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
 )
 
 // busyAPI refuses the first busy measurements as Docker 20.10 does while another runs.
@@ -30,7 +30,7 @@ func (b *busyAPI) DiskUsage(context.Context, types.DiskUsageOptions) (types.Disk
 	if b.err != nil {
 		return types.DiskUsage{}, b.err
 	}
-	return types.DiskUsage{Volumes: []*volume.Volume{{Name: "w", Labels: map[string]string{containers.LabelSession: "s"},
+	return types.DiskUsage{Volumes: []*volume.Volume{{Name: "w", Labels: map[string]string{contract.LabelSession: "s"},
 		UsageData: &volume.UsageData{Size: 7}}}}, nil
 }
 

@@ -10,7 +10,6 @@ package volumes
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -21,7 +20,8 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 
-	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 )
 
 // API is the subset of the Docker client that this package uses.
@@ -33,28 +33,16 @@ type API interface {
 	DiskUsage(ctx context.Context, options types.DiskUsageOptions) (types.DiskUsage, error)
 }
 
-// ErrNotFound is returned for a volume that does not exist.
-var ErrNotFound = errors.New("no such volume")
+// The engine's errors, as this package returns them.
+var (
+	// ErrNotFound is returned for a volume that does not exist.
+	ErrNotFound = engine.Described(engine.ErrNotFound, "no such volume")
+	// ErrInUse is returned when removing a volume that a container uses.
+	ErrInUse = engine.ErrInUse
+)
 
-// ErrInUse is returned when removing a volume that a container uses.
-var ErrInUse = errors.New("volume is in use")
-
-// Volume is a session volume.
-type Volume struct {
-	Name     string    `json:"name"`
-	State    string    `json:"state_volume,omitempty"` // the session's state volume, when it has one
-	Session  string    `json:"session"`
-	Lang     string    `json:"lang"`
-	Settings string    `json:"-"`
-	Created  time.Time `json:"created"`
-	Size     int64     `json:"size_bytes"` // both volumes of the session; -1 when unknown
-	// Mountpoint is where the engine keeps the workspace volume's data (on its host).
-	Mountpoint string `json:"-"`
-	// Pool names the warm pool of a pool member's volume; Backing, for a session claimed from
-	// a pool, the member's volumes whose data its own bind.
-	Pool    string   `json:"-"`
-	Backing []string `json:"-"`
-}
+// Volume is a session volume (engine.Volume).
+type Volume = engine.Volume
 
 // Manager manages session volumes.
 type Manager struct{ api API }
@@ -67,65 +55,39 @@ func New(api API) *Manager { return &Manager{api: api} }
 func (m *Manager) API() API { return m.api }
 
 // Name returns the name of a session's workspace volume.
-func Name(session string) string { return containers.Prefix + session }
+func Name(session string) string { return contract.NamePrefix + session }
 
 // StateName returns the name of a session's state volume. No workspace volume can have it:
-// theirs all begin with containers.Prefix, which ends in '-'.
+// theirs all begin with contract.NamePrefix, which ends in '-'.
 func StateName(session string) string { return "runtimectl_state-" + session }
 
-// CreateOption adds to the creation of a session's volumes.
-type CreateOption func(workspace, state *volume.CreateOptions)
-
-// WithDriverOpts passes options to the workspace volume's driver ("local" by default), for
-// example {"type": "tmpfs", "device": "tmpfs", "o": "size=64m"} for a size-capped volume in
-// memory (its content does not outlive the container's stop), or an NFS or block-device mount.
-// They only apply when the volume is created.
-func WithDriverOpts(opts map[string]string) CreateOption {
-	return func(ws, _ *volume.CreateOptions) {
-		if len(opts) > 0 {
-			ws.DriverOpts = opts
-		}
-	}
-}
-
-// WithStateDriverOpts passes options to the state volume's driver, as WithDriverOpts does for
-// the workspace's. They must not name the same storage as the workspace's (the same NFS
-// export, say): the state is out of the session user's reach only on storage of its own.
-func WithStateDriverOpts(opts map[string]string) CreateOption {
-	return func(_, st *volume.CreateOptions) {
-		if len(opts) > 0 {
-			st.DriverOpts = opts
-		}
-	}
-}
-
-// WithLabels adds labels to both volumes, beside runtimectl's own (which they cannot replace):
-// testcontainers-go's, for instance, so that its reaper removes the volumes with the container.
-func WithLabels(labels map[string]string) CreateOption {
-	return func(ws, st *volume.CreateOptions) {
-		for _, o := range []*volume.CreateOptions{ws, st} {
-			for k, v := range labels {
-				if _, ours := o.Labels[k]; !ours {
-					o.Labels[k] = v
-				}
-			}
-		}
-	}
-}
-
-// Create creates the session's two volumes, the workspace one with its settings (opts apply to
-// it; the state volume gets their labels only), or returns the existing workspace volume.
-func (m *Manager) Create(ctx context.Context, session, lang, settings string, opts ...CreateOption) (Volume, error) {
+// Create creates the session's two volumes, the workspace one with its settings and o.Driver,
+// the state volume with o.StateDriver, both with o.Labels beside runtimectl's own (which they
+// cannot replace: testcontainers-go's, for instance, so that its reaper removes the volumes
+// with the container), or returns the existing workspace volume. o.StateDriver must not name
+// the same storage as o.Driver (the same NFS export, say): the state is out of the session
+// user's reach only on storage of its own.
+func (m *Manager) Create(ctx context.Context, session, lang, settings string, o engine.VolumeOptions) (Volume, error) {
 	co := volume.CreateOptions{
 		Name: Name(session),
 		Labels: map[string]string{
-			containers.LabelSession: session, containers.LabelLang: lang,
-			containers.LabelSchema: containers.Schema, containers.LabelSettings: settings,
+			contract.LabelSession: session, contract.LabelLang: lang,
+			contract.LabelSchema: contract.LabelsSchema, contract.LabelSettings: settings,
 		},
 	}
 	so := stateOptions(session, nil)
-	for _, o := range opts {
-		o(&co, &so)
+	if len(o.Driver) > 0 {
+		co.DriverOpts = o.Driver
+	}
+	if len(o.StateDriver) > 0 {
+		so.DriverOpts = o.StateDriver
+	}
+	for _, opts := range []*volume.CreateOptions{&co, &so} {
+		for k, v := range o.Labels {
+			if _, ours := opts.Labels[k]; !ours {
+				opts.Labels[k] = v
+			}
+		}
 	}
 	v, err := m.api.VolumeCreate(ctx, co)
 	if err != nil {
@@ -140,12 +102,12 @@ func (m *Manager) Create(ctx context.Context, session, lang, settings string, op
 // stateOptions are the creation options of the session's state volume: the workspace volume's
 // labels (when given) less its settings, and its role.
 func stateOptions(session string, workspaceLabels map[string]string) volume.CreateOptions {
-	labels := map[string]string{containers.LabelSchema: containers.Schema}
+	labels := map[string]string{contract.LabelSchema: contract.LabelsSchema}
 	for k, v := range workspaceLabels {
 		labels[k] = v
 	}
-	delete(labels, containers.LabelSettings)
-	labels[containers.LabelSession], labels[containers.LabelRole] = session, containers.RoleState
+	delete(labels, contract.LabelSettings)
+	labels[contract.LabelSession], labels[contract.LabelRole] = session, contract.RoleState
 	return volume.CreateOptions{Name: StateName(session), Labels: labels}
 }
 
@@ -182,9 +144,9 @@ func (m *Manager) Inspect(ctx context.Context, session string) (Volume, error) {
 }
 
 func from(v volume.Volume) Volume {
-	out := Volume{Name: v.Name, Session: v.Labels[containers.LabelSession], Lang: v.Labels[containers.LabelLang],
-		Settings: v.Labels[containers.LabelSettings], Size: -1, Mountpoint: v.Mountpoint, Pool: v.Labels[containers.LabelPool]}
-	if b := v.Labels[containers.LabelBacking]; b != "" {
+	out := Volume{Name: v.Name, Session: v.Labels[contract.LabelSession], Lang: v.Labels[contract.LabelLang],
+		Settings: v.Labels[contract.LabelSettings], Size: -1, Mountpoint: v.Mountpoint, Pool: v.Labels[contract.LabelPool]}
+	if b := v.Labels[contract.LabelBacking]; b != "" {
 		out.Backing = strings.Split(b, ",")
 	}
 	out.Created, _ = time.Parse(time.RFC3339, v.CreatedAt)
@@ -204,7 +166,7 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 		}
 		return fmt.Errorf("remove volume %s: %w", name, err)
 	}
-	session := v.Labels[containers.LabelSession]
+	session := v.Labels[contract.LabelSession]
 	if session == "" || (name != Name(session) && name != StateName(session)) {
 		return m.remove(ctx, name)
 	}
@@ -257,8 +219,8 @@ func (m *Manager) CreateBound(ctx context.Context, session, lang, settings, memb
 	if err != nil {
 		return Volume{}, err
 	}
-	labels := map[string]string{containers.LabelBacking: Name(member) + "," + StateName(member)}
-	return m.Create(ctx, session, lang, settings, WithDriverOpts(wsOpts), WithStateDriverOpts(stOpts), WithLabels(labels))
+	labels := map[string]string{contract.LabelBacking: Name(member) + "," + StateName(member)}
+	return m.Create(ctx, session, lang, settings, engine.VolumeOptions{Driver: wsOpts, StateDriver: stOpts, Labels: labels})
 }
 
 // RemoveState removes the session's state volume alone (undoing a migration that failed).
@@ -288,12 +250,12 @@ func (m *Manager) List(ctx context.Context, withSize bool) ([]Volume, error) {
 			return nil, fmt.Errorf("measure volumes: %w", err)
 		}
 		for _, v := range du.Volumes {
-			if _, ok := v.Labels[containers.LabelSession]; ok {
+			if _, ok := v.Labels[contract.LabelSession]; ok {
 				vols = append(vols, v)
 			}
 		}
 	} else {
-		r, err := m.api.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", containers.LabelSession))})
+		r, err := m.api.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", contract.LabelSession))})
 		if err != nil {
 			return nil, fmt.Errorf("list volumes: %w", err)
 		}
@@ -304,7 +266,7 @@ func (m *Manager) List(ctx context.Context, withSize bool) ([]Volume, error) {
 	var states []Volume
 	for _, v := range vols {
 		vv := from(*v)
-		if v.Labels[containers.LabelRole] == containers.RoleState {
+		if v.Labels[contract.LabelRole] == contract.RoleState {
 			states = append(states, vv)
 			continue
 		}
