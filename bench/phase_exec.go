@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/session"
 )
 
@@ -175,10 +176,11 @@ func (r *Runner) cliParts(ctx context.Context, name string) error {
 	help := []string{r.Runtimectl, "session", "exec", "--help"}
 	open := func() (*session.Client, *session.Session, float64, error) {
 		t := time.Now()
-		c, err := session.New()
+		de, err := docker.New("")
 		if err != nil {
 			return nil, nil, 0, err
 		}
+		c := session.NewWithEngine(de)
 		s, _, err := c.Open(ctx, name)
 		if err != nil {
 			c.Close()
@@ -196,7 +198,7 @@ func (r *Runner) cliParts(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		r.R.Add("cli_parts.open", Ms, "lower", "informational: in-process, session.New and Open of a running session: API version negotiation, container inspect, exec create and attach of the relay, the agent's hello", v)
+		r.R.Add("cli_parts.open", Ms, "lower", "informational: in-process, docker.New, session.NewWithEngine and Open of a running session: API version negotiation, container inspect, exec create and attach of the relay, the agent's hello", v)
 		t := time.Now()
 		if _, err := execOK(ctx, s, "x = 1", session.ExecOptions{}); err != nil {
 			s.Close()

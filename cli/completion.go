@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/runtimectl/runtimectl/docker"
 )
 
 func newCmdCompletion(f *Factory) *cobra.Command {
@@ -63,10 +65,10 @@ func completeSessions(f *Factory) cobra.CompletionFunc {
 func completeImages(f *Factory) cobra.CompletionFunc {
 	return func(c *cobra.Command, a []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		cl, err := f.Client()
-		if err != nil || cl.Images() == nil {
+		if err != nil || docker.From(cl).Images() == nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
-		list, err := cl.Images().List(c.Context())
+		list, err := docker.From(cl).Images().List(c.Context())
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}

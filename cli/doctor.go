@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/lang"
 )
@@ -104,7 +105,7 @@ func runDoctor(ctx context.Context, f *Factory) []doctorCheck {
 		l, _ := lang.Get(n)
 		ref := images.Ref(l)
 		ch := doctorCheck{Check: "image " + ref}
-		im, err := cl.Images().Inspect(ctx, ref)
+		im, err := docker.From(cl).Images().Inspect(ctx, ref)
 		switch {
 		case err == nil:
 			h := im.Hash
@@ -128,7 +129,7 @@ func runDoctor(ctx context.Context, f *Factory) []doctorCheck {
 	}
 
 	base := doctorCheck{Check: "base image " + images.DefaultBase}
-	_, err = cl.Images().Inspect(ctx, images.DefaultBase)
+	_, err = docker.From(cl).Images().Inspect(ctx, images.DefaultBase)
 	switch {
 	case err == nil || errors.Is(err, images.ErrNoAgent):
 		base.OK, base.Detail = true, "present (the session images are built from it)"

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/session"
@@ -49,10 +50,10 @@ with 'make base-image'. Prints the image references.`,
 				if err != nil {
 					return err
 				}
-				if cl.Images() == nil {
+				if docker.From(cl).Images() == nil {
 					return noImages(cl)
 				}
-				img, err := cl.Images().BuildFile(c.Context(), file, tag, f.IO.Err)
+				img, err := docker.From(cl).Images().BuildFile(c.Context(), file, tag, f.IO.Err)
 				if err != nil {
 					return err
 				}
@@ -81,11 +82,11 @@ with 'make base-image'. Prints the image references.`,
 			if err != nil {
 				return err
 			}
-			if cl.Images() == nil {
+			if docker.From(cl).Images() == nil {
 				return noImages(cl)
 			}
 			for _, l := range langs {
-				ref, _, err := cl.Images().Build(c.Context(), images.BuildOptions{Lang: l, Base: base, Progress: f.IO.Err, Force: force})
+				ref, _, err := docker.From(cl).Images().Build(c.Context(), images.BuildOptions{Lang: l, Base: base, Progress: f.IO.Err, Force: force})
 				if err != nil {
 					return err
 				}
@@ -113,10 +114,10 @@ func newCmdImageLs(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if cl.Images() == nil {
+			if docker.From(cl).Images() == nil {
 				return noImages(cl)
 			}
-			list, err := cl.Images().List(c.Context())
+			list, err := docker.From(cl).Images().List(c.Context())
 			if err != nil {
 				return err
 			}
@@ -176,7 +177,7 @@ func newCmdImageRm(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if cl.Images() == nil {
+			if docker.From(cl).Images() == nil {
 				return noImages(cl)
 			}
 			if !force {
@@ -194,7 +195,7 @@ func newCmdImageRm(f *Factory) *cobra.Command {
 					return fmt.Errorf("image %s is used by session(s) %s; remove them first or use --force", a[0], strings.Join(users, ", "))
 				}
 			}
-			err = cl.Images().Remove(c.Context(), a[0], force)
+			err = docker.From(cl).Images().Remove(c.Context(), a[0], force)
 			if errors.Is(err, images.ErrNotFound) {
 				return fmt.Errorf("%v; see `runtimectl image ls`", err)
 			}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/session"
@@ -83,7 +84,11 @@ func (f *Factory) Client() (*session.Client, error) {
 		}
 		switch f.backend() {
 		case engine.Docker:
-			f.client, f.err = session.New(append(opts, session.WithHost(f.Host))...)
+			var e *docker.Engine
+			e, f.err = docker.New(f.Host)
+			if f.err == nil {
+				f.client = session.NewWithEngine(e, opts...)
+			}
 		case engine.Kubernetes:
 			f.client, f.err = f.kubeClient(logger, opts) // (kube.go; a lean build runs runtimectl-kube)
 		default:

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -40,10 +41,11 @@ func TestRemoteEngineWithTLS(t *testing.T) {
 	// after the environment is back to the local engine.
 	name := testenv.Name(t)
 	t.Cleanup(func() {
-		c, err := session.New()
+		de, err := docker.New("")
 		if err != nil {
 			return
 		}
+		c := session.NewWithEngine(de)
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

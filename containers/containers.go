@@ -240,6 +240,9 @@ func (m *Manager) Start(ctx context.Context, session string) error {
 		if strings.Contains(err.Error(), "container-init binary not found") {
 			return fmt.Errorf("start container of session %q: %w; Podman's init binary is missing: install the catatonit package (apt-get install catatonit)", session, m.classify(err))
 		}
+		if IsNetworkGone(err) {
+			err = engine.Also(err, engine.ErrNetworkGone)
+		}
 		return fmt.Errorf("start container of session %q: %w", session, m.classify(err))
 	}
 	return nil

@@ -43,3 +43,11 @@ const (
 	RoleState = "state"
 	RolePool  = "pool"
 )
+
+// VolumeName is the name of a session's workspace volume (Docker's named volume; on Kubernetes
+// the name of its pair of claims): runtimectl-NAME.
+func VolumeName(session string) string { return NamePrefix + session }
+
+// StateVolumeName is the name of a session's state volume on Docker. No workspace volume can
+// have it: theirs all begin with NamePrefix, which ends in '-'.
+func StateVolumeName(session string) string { return "runtimectl_state-" + session }

@@ -8,9 +8,8 @@ import (
 	"github.com/runtimectl/runtimectl/egress"
 )
 
-// Abilities that not every engine has. The library finds them by type assertion on the
-// engine's Runtimes (r.(engine.Measurer)) and says, where a verb needs one, that the engine
-// does not offer it.
+// Abilities that not every engine has. The library finds them by type assertion on the Engine
+// (e.(engine.Measurer)) and says, where a verb needs one, that the engine does not offer it.
 
 // Networker makes the network that a --network setting needs. Engines without it isolate
 // sessions otherwise (Kubernetes: a NetworkPolicy per session, made with its pod).
@@ -95,4 +94,13 @@ type EgressSpec struct {
 	Config egress.Config
 	// Network is the proxy's outside network on Docker; "" is the engine's own.
 	Network string
+}
+
+// ImageChecker is an engine that keeps images itself (Docker): the library checks a session's
+// image there before it makes the session, so that a missing image is said at once with what
+// to do. CheckImage returns ErrNotFound for a missing image and ErrNoAgent for one that does
+// not carry the agent. An engine without it (Kubernetes) pulls the image, and one it cannot
+// pull fails the start with ErrImage.
+type ImageChecker interface {
+	CheckImage(ctx context.Context, ref string) error
 }

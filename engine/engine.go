@@ -4,8 +4,8 @@
 // with no translation layer: Runtimes (a session's runtime: a container on Docker, a pod on
 // Kubernetes), Storage (its workspace and state volumes) and Pools (warm pools). Abilities that
 // not every engine has (measuring volumes, the agent's log, resource use, making networks,
-// running installers, building images) are small interfaces of their own, which the library
-// finds by type assertion on the engine's Runtimes, as io.WriterTo is found on a Writer.
+// running installers, checking images) are small interfaces of their own, which the library
+// finds by type assertion on the Engine, as io.WriterTo is found on a Writer.
 //
 // Engines live in their own packages (docker, kube) and import this one; the library (session)
 // imports it and no engine SDK.
@@ -44,6 +44,11 @@ var (
 	// ErrBeingCreated: a runtime whose name another process took at the same moment and that is
 	// not there (yet, or any more): the session is that process's to make.
 	ErrBeingCreated = errors.New("the runtime is being created by another process")
+	// ErrNoAgent: an image that does not carry the runtimectl agent.
+	ErrNoAgent = errors.New("image does not carry the runtimectl agent")
+	// ErrNetworkGone: the network the session's runtime was made on is gone (removed behind
+	// runtimectl's back); the runtime must be made again.
+	ErrNetworkGone = errors.New("the session's network is gone")
 )
 
 // Described is an error that says what it is in its own words while errors.Is finds one of the
@@ -57,6 +62,18 @@ type described struct {
 
 func (d *described) Error() string        { return d.words }
 func (d *described) Is(target error) bool { return target == d.err }
+
+// Also returns err, with its words and its chain, as an error that errors.Is also finds as
+// class (a Docker start error that means ErrNetworkGone).
+func Also(err, class error) error { return &also{error: err, class: class} }
+
+type also struct {
+	error
+	class error
+}
+
+func (a *also) Unwrap() error        { return a.error }
+func (a *also) Is(target error) bool { return target == a.class }
 
 // State is the state of a session's runtime as the engine reports it.
 type State string

@@ -13,7 +13,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -31,6 +30,7 @@ import (
 	"github.com/docker/docker/pkg/jsonmessage"
 
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/lang"
 )
 
@@ -46,26 +46,21 @@ type API interface {
 const DefaultBase = "debian:bookworm-slim"
 
 // DefaultTag is the tag of the images runtimectl builds.
-const DefaultTag = "latest"
+const DefaultTag = lang.DefaultImageTag
 
-// Tag returns the tag of the images runtimectl builds and starts by default: DefaultTag, or
-// $RUNTIMECTL_IMAGE_TAG when set, so that two checkouts on one engine (or a test run beside a
-// working installation) do not replace each other's images.
-func Tag() string {
-	if t := os.Getenv("RUNTIMECTL_IMAGE_TAG"); t != "" {
-		return t
-	}
-	return DefaultTag
-}
+// Tag returns the tag of the images runtimectl builds and starts by default (lang.ImageTag).
+func Tag() string { return lang.ImageTag() }
 
-// Ref returns the image reference for a language.
-func Ref(l lang.Lang) string { return l.Image + ":" + Tag() }
+// Ref returns the image reference for a language (lang.Lang.Ref).
+func Ref(l lang.Lang) string { return l.Ref() }
 
-// ErrNotFound is returned for an image that does not exist.
-var ErrNotFound = errors.New("no such image")
-
-// ErrNoAgent is returned for an image that does not carry the runtimectl agent.
-var ErrNoAgent = errors.New("image does not carry the runtimectl agent")
+// The engine's errors, as this package returns them.
+var (
+	// ErrNotFound is returned for an image that does not exist.
+	ErrNotFound = engine.Described(engine.ErrNotFound, "no such image")
+	// ErrNoAgent is returned for an image that does not carry the runtimectl agent.
+	ErrNoAgent = engine.ErrNoAgent
+)
 
 // Image is what runtimectl shows of an image.
 type Image struct {

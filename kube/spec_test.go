@@ -375,25 +375,25 @@ func TestInfoFromPod(t *testing.T) {
 		{Name: ContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}}
 	in := info(p)
 	assert.Equal(t, engine.Info{ID: "uid-1", Name: PodName("a_b"), Session: "a_b", Lang: "bash", Image: "runtimectl/bash:test",
-		State: "running", Running: true, StartedAt: started.Time, Labels: p.Labels, Node: "node-1"}, in)
+		State: engine.StateRunning, Running: true, StartedAt: started.Time, Labels: p.Labels, Node: "node-1", StateMounted: true}, in)
 
 	p.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{
 		{Name: ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}}
 	in = info(p)
-	assert.Equal(t, "exited", in.State)
+	assert.Equal(t, engine.State("exited"), in.State)
 	assert.False(t, in.Running)
 	assert.True(t, in.OOMKilled)
 	assert.Equal(t, 137, in.ExitCode)
 
 	p.Status = corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted"}
-	assert.Equal(t, "evicted", info(p).State)
+	assert.Equal(t, engine.State("evicted"), info(p).State)
 	p.Status = corev1.PodStatus{Phase: corev1.PodPending}
-	assert.Equal(t, "pending", info(p).State)
+	assert.Equal(t, engine.State("pending"), info(p).State)
 	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
 		{Name: ContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
 	p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	in = info(p)
-	assert.Equal(t, "terminating", in.State)
+	assert.Equal(t, engine.State("terminating"), in.State)
 	assert.False(t, in.Running, "a pod being deleted takes no new stream")
 }
 

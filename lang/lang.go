@@ -6,6 +6,7 @@ package lang
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 )
@@ -45,3 +46,19 @@ func Names() []string {
 	sort.Strings(names)
 	return names
 }
+
+// DefaultImageTag is the tag of the images runtimectl builds and starts by default.
+const DefaultImageTag = "latest"
+
+// ImageTag returns the tag of the images runtimectl builds and starts by default:
+// DefaultImageTag, or $RUNTIMECTL_IMAGE_TAG when set, so that two checkouts on one engine (or a
+// test run beside a working installation) do not replace each other's images.
+func ImageTag() string {
+	if t := os.Getenv("RUNTIMECTL_IMAGE_TAG"); t != "" {
+		return t
+	}
+	return DefaultImageTag
+}
+
+// Ref returns the reference of the language's image: Image and ImageTag.
+func (l Lang) Ref() string { return l.Image + ":" + ImageTag() }

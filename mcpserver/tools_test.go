@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/mcpserver"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -40,8 +41,9 @@ func connectTo(t *testing.T, srv *mcpserver.Server, copts *mcp.ClientOptions, ve
 
 // offline is a client whose engine cannot be reached: what needs no engine still works.
 func offline(t *testing.T) *session.Client {
-	c, err := session.New(session.WithHost("unix:///nonexistent/runtimectl-test.sock"))
+	de, err := docker.New("unix:///nonexistent/runtimectl-test.sock")
 	require.NoError(t, err)
+	c := session.NewWithEngine(de)
 	t.Cleanup(func() { c.Close() })
 	return c
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/server"
 	"github.com/runtimectl/runtimectl/session"
@@ -416,7 +417,7 @@ func TestATokenCannotSeeAnotherTokensSessions(t *testing.T) {
 	// alice's session is still alice's and still running.
 	r = alice.exec(name, "secret + 1")
 	assert.Equal(t, "43", *r.Result)
-	ci, err := c.Containers().Inspect(context.Background(), name)
+	ci, err := docker.From(c).Containers().Inspect(context.Background(), name)
 	require.NoError(t, err)
 	assert.Equal(t, "alice", ci.Labels["io.runtimectl.owner"], "the container is labelled with its owner")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/server"
 )
@@ -45,7 +46,7 @@ func TestTheTokenFilesPolicyHoldsOnRealSessions(t *testing.T) {
 	}
 
 	one := startSession(t, c, alice, nil)
-	ci, err := c.Containers().Inspect(context.Background(), one)
+	ci, err := docker.From(c).Containers().Inspect(context.Background(), one)
 	require.NoError(t, err)
 	st, err := c.RecordedSettings(context.Background(), one)
 	require.NoError(t, err)

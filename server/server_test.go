@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/session"
 )
 
@@ -92,8 +93,9 @@ func newUnitServer(t *testing.T) *Server {
 	t.Helper()
 	toks, err := LoadTokens(writeTokens(t, tokA+" alice\n", 0o600))
 	require.NoError(t, err)
-	c, err := session.New() // lazy: these tests never reach the engine
+	de, err := docker.New("") // lazy: these tests never reach the engine
 	require.NoError(t, err)
+	c := session.NewWithEngine(de)
 	t.Cleanup(func() { c.Close() })
 	s, err := New(Config{Client: c, Tokens: toks})
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
@@ -321,7 +322,7 @@ open("tree/top.txt", "w").write("top")`)
 	_, err = c.Fork(ctx, name, name+"-f", "")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "deep")
-	_, err = c.Containers().Inspect(ctx, name+"-f")
+	_, err = docker.From(c).Containers().Inspect(ctx, name+"-f")
 	assert.Error(t, err, "the failed fork left no container")
 
 	_, err = c.RemoveExport(ctx, name, true, session.ExportOptions{Dir: t.TempDir(), Keep: []string{"*.txt"}})

@@ -10,29 +10,22 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runtimectl/runtimectl"
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/engine"
-	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/snapshot"
-	"github.com/runtimectl/runtimectl/volumes"
 )
 
-// Client manages sessions on one engine: Docker (New) or another (NewWithEngine).
+// Client manages sessions on one engine (package engine: docker.New, kube.New).
 type Client struct {
+	eng     engine.Engine
 	ctr     Runtimes
-	img     *images.Builder // nil where the engine builds no images (Kubernetes)
 	vol     Storage
 	backend string
-	docker  *containers.Manager // ctr on Docker, else nil
-	dvol    *volumes.Manager    // vol on Docker, else nil
 	closer  io.Closer
 	logger  *slog.Logger
-	host    string
-	// callTimeout bounds short Docker API calls; streams live as long as the caller's context.
+	// callTimeout bounds short engine API calls; streams live as long as the caller's context.
 	callTimeout time.Duration
 	pools       pools
 	poolEng     Pools  // nil: the engine keeps no warm pools
@@ -47,7 +40,6 @@ type Client struct {
 
 type options struct {
 	installBuilds bool
-	host          string
 	logger        *slog.Logger
 	noRefill      bool
 	egress        EgressOptions
@@ -60,52 +52,18 @@ func WithoutPoolRefill() Option { return func(o *options) { o.noRefill = true } 
 // Option configures a Client.
 type Option func(*options)
 
-// WithHost names the Docker engine (as DOCKER_HOST would: unix:///var/run/docker.sock,
-// tcp://host:2376). The default is DOCKER_HOST or the local socket.
-func WithHost(host string) Option { return func(o *options) { o.host = host } }
-
 // WithLogger sets the logger; the default discards.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// New connects to the Docker engine lazily: nothing is asked of it until a call needs it.
-func New(opts ...Option) (*Client, error) {
-	o := options{logger: slog.New(slog.DiscardHandler)}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	cli, err := containers.Dial(o.host)
-	if err != nil {
-		return nil, err
-	}
-	ctr, vol := containers.New(cli), volumes.New(cli)
-	c := &Client{
-		ctr:         ctr,
-		img:         images.New(cli, runtimectl.Assets),
-		vol:         vol,
-		backend:     "docker",
-		docker:      ctr,
-		dvol:        vol,
-		closer:      cli,
-		logger:      o.logger,
-		host:        o.host,
-		callTimeout: 30 * time.Second,
-		poolEng:     dockerPools{ctr: ctr, vol: vol},
-		egr:         ctr,
-		egress:      o.egress, installBuilds: o.installBuilds,
-	}
-	c.pools.refill = !o.noRefill
-	return c, nil
-}
-
-// NewWithEngine returns a Client on another engine than Docker (package engine; kube.Backend
-// is one, for Kubernetes). Such a client builds no images: Images is nil.
+// NewWithEngine returns a Client on e: docker.New's engine for Docker (and Podman), kube.New's
+// for Kubernetes. Close closes e.
 func NewWithEngine(e engine.Engine, opts ...Option) *Client {
 	o := options{logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	c := &Client{ctr: e.Runtimes(), vol: e.Storage(), poolEng: e.Pools(), egress: o.egress, installBuilds: o.installBuilds, backend: e.Name(), closer: e, logger: o.logger, callTimeout: 30 * time.Second}
-	c.egr, _ = c.ctr.(engine.Egress) // nil: the engine runs no egress proxies
+	c := &Client{eng: e, ctr: e.Runtimes(), vol: e.Storage(), poolEng: e.Pools(), egress: o.egress, installBuilds: o.installBuilds, backend: e.Name(), closer: e, logger: o.logger, callTimeout: 30 * time.Second}
+	c.egr, _ = e.(engine.Egress) // nil: the engine runs no egress proxies
 	c.pools.refill = !o.noRefill
 	return c
 }
@@ -120,9 +78,9 @@ func (c *Client) Close() error {
 // Backend names the engine: docker or kubernetes.
 func (c *Client) Backend() string { return c.backend }
 
-// Images returns the image builder, for `runtimectl image`; nil on an engine that builds no
-// images (Kubernetes: images come from a registry).
-func (c *Client) Images() *images.Builder { return c.img }
+// Underlying returns the engine the client runs on, for what only that engine does
+// (docker.From(c).Containers(), say).
+func (c *Client) Underlying() engine.Engine { return c.eng }
 
 // Runtimes returns the sessions' runtimes (containers, pods), for the commands and the server.
 func (c *Client) Runtimes() Runtimes { return c.ctr }
@@ -130,21 +88,13 @@ func (c *Client) Runtimes() Runtimes { return c.ctr }
 // Storage returns the sessions' volumes, for `runtimectl volume`.
 func (c *Client) Storage() Storage { return c.vol }
 
-// Volumes returns the Docker volume manager (nil on another engine), for tests and Docker's
-// own operations.
-func (c *Client) Volumes() *volumes.Manager { return c.dvol }
-
-// Containers returns the Docker container manager (nil on another engine), for tests and
-// Docker's own operations (inspect documents, kill, logs).
-func (c *Client) Containers() *containers.Manager { return c.docker }
-
 // Spec describes a new session. Zero values take the defaults.
 type Spec struct {
 	Name    string
 	Lang    string  // python (default) or bash
 	Image   string  // default: runtimectl's image for Lang
 	Memory  int64   // bytes; default 2 GiB
-	CPUs    float64 // default 1 (containers.DefaultCPUs)
+	CPUs    float64 // default 1 (engine.DefaultCPUs)
 	Pids    int64   // default 512
 	Network string
 	Env     []string // KEY=VALUE
@@ -199,11 +149,11 @@ func (s Spec) settings() (Settings, error) {
 		return Settings{}, fmt.Errorf("%w %v", ErrInvalid, err)
 	}
 	if s.Image == "" {
-		s.Image = images.Ref(l)
+		s.Image = l.Ref()
 	}
 	switch s.Network {
 	case "":
-		s.Network = containers.DefaultNetwork
+		s.Network = engine.DefaultNetwork
 	case "none", "bridge":
 	default:
 		return Settings{}, fmt.Errorf("%w network %q: use none or bridge", ErrInvalid, s.Network)
@@ -218,16 +168,16 @@ func (s Spec) settings() (Settings, error) {
 		}
 	}
 	if s.Memory == 0 {
-		s.Memory = containers.DefaultMemory
+		s.Memory = engine.DefaultMemory
 	}
 	if s.Memory < 64<<20 {
 		return Settings{}, fmt.Errorf("%w memory %d bytes: give at least 64m", ErrInvalid, s.Memory)
 	}
 	if s.Pids == 0 {
-		s.Pids = containers.DefaultPids
+		s.Pids = engine.DefaultPids
 	}
 	if s.CPUs == 0 {
-		s.CPUs = containers.DefaultCPUs
+		s.CPUs = engine.DefaultCPUs
 	}
 	if s.CPUs < 0 || s.Pids < 0 {
 		return Settings{}, advice.Errorf("%w limits: %s and %s must be positive", ErrInvalid, flag("CPUs", "--cpus"), flag("Pids", "--pids"))
@@ -268,9 +218,9 @@ func (s Spec) settings() (Settings, error) {
 	}, nil
 }
 
-func containerSpec(st Settings) containers.Spec {
-	return containers.Spec{
-		Session: st.Session, Lang: st.Lang, Image: st.Image, Volume: volumes.Name(st.Session), StateVolume: volumes.StateName(st.Session),
+func containerSpec(st Settings) engine.Spec {
+	return engine.Spec{
+		Session: st.Session, Lang: st.Lang, Image: st.Image, Volume: contract.VolumeName(st.Session), StateVolume: contract.StateVolumeName(st.Session),
 		Memory: st.Memory, CPUs: st.CPUs, Pids: st.Pids, Network: st.Network, Env: st.Env,
 		Settings: st.Encode(), Runtime: st.Runtime, Labels: egressLabel(st, ownerLabels(st.Owner)), Egress: len(st.AllowHosts) > 0,
 	}
@@ -374,7 +324,7 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 	}
 	if !ci.Running {
 		err := c.ctr.Start(ctx, spec.Name)
-		if err != nil && !info.Created && containers.IsNetworkGone(err) {
+		if err != nil && !info.Created && errors.Is(err, engine.ErrNetworkGone) {
 			// Its network was removed while it was stopped (`docker network prune` takes
 			// runtimectl-bridge when no container runs on it): made again, on a new one.
 			if err = c.ctr.Remove(ctx, spec.Name, true); err == nil {
@@ -419,19 +369,20 @@ func (c *Client) undoCreate(ctx context.Context, info StartInfo, name string, co
 }
 
 func (c *Client) checkImage(ctx context.Context, st Settings) error {
-	if c.img == nil {
+	ic, ok := c.eng.(engine.ImageChecker)
+	if !ok {
 		return nil // the cluster pulls it: an image it cannot pull fails the start, saying so
 	}
-	_, err := c.img.Inspect(ctx, st.Image)
+	err := ic.CheckImage(ctx, st.Image)
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, images.ErrNotFound):
-		if l, lerr := lang.Get(st.Lang); lerr == nil && st.Image == images.Ref(l) {
-			return advice.Errorf("%w: no image %s; %s", ErrNoImage, st.Image, advice.Words{Lib: "build it first (Client.Images().Build)", CLI: "build it with `runtimectl image build " + st.Lang + "`"})
+	case errors.Is(err, engine.ErrNotFound):
+		if l, lerr := lang.Get(st.Lang); lerr == nil && st.Image == l.Ref() {
+			return advice.Errorf("%w: no image %s; %s", ErrNoImage, st.Image, advice.Words{Lib: "build it first (docker.From(client).Images().Build)", CLI: "build it with `runtimectl image build " + st.Lang + "`"})
 		}
-		return advice.Errorf("%w: no image %s; build it first (%s)", ErrNoImage, st.Image, advice.Words{Lib: "Client.Images().Build makes runtimectl's own images", CLI: "see `runtimectl image build --help`"})
-	case errors.Is(err, images.ErrNoAgent):
+		return advice.Errorf("%w: no image %s; build it first (%s)", ErrNoImage, st.Image, advice.Words{Lib: "docker.From(client).Images().Build makes runtimectl's own images", CLI: "see `runtimectl image build --help`"})
+	case errors.Is(err, engine.ErrNoAgent):
 		// A wrong --image is bad input (the CLI's exit 2) as well as no usable image.
 		return advice.Errorf("%w: %w: image %s does not carry the runtimectl agent; %s (or a Dockerfile FROM runtimectl/%s)", ErrInvalid, ErrNoImage, st.Image, advice.Words{Lib: "build one with Client.Images()", CLI: "use `runtimectl image build`"}, st.Lang)
 	}
@@ -518,14 +469,14 @@ func (c *Client) Remove(ctx context.Context, name string, force bool) error {
 // ensureContainer returns the session's container, creating it (not starting it) from the
 // volume's settings when it was removed, so that files on the volume can be read. A stopped
 // container made before sessions had a state volume is made again with one.
-func (c *Client) ensureContainer(ctx context.Context, name string) (containers.Info, error) {
+func (c *Client) ensureContainer(ctx context.Context, name string) (engine.Info, error) {
 	if err := c.exists(ctx, name); err != nil {
-		return containers.Info{}, err
+		return engine.Info{}, err
 	}
 	ci, err := c.ctr.Inspect(ctx, name)
 	if err == nil && !ci.Running && remake(ci) {
 		if err := c.ctr.Remove(ctx, name, true); err != nil {
-			return containers.Info{}, err
+			return engine.Info{}, err
 		}
 		err = engine.ErrNotFound
 	}
@@ -534,11 +485,11 @@ func (c *Client) ensureContainer(ctx context.Context, name string) (containers.I
 	}
 	vol, err := c.vol.Inspect(ctx, name)
 	if err != nil {
-		return containers.Info{}, err
+		return engine.Info{}, err
 	}
 	st, err := decodeSettings(vol.Settings)
 	if err != nil {
-		return containers.Info{}, err
+		return engine.Info{}, err
 	}
 	ci, _, err = c.createContainer(ctx, st)
 	return ci, err

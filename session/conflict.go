@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runtimectl/runtimectl/containers"
+	"github.com/docker/go-units"
+
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/snapshot"
 )
@@ -27,7 +29,7 @@ func conflictsWith(spec Spec, st Settings) []advice.Words {
 			out = append(out, advice.Words{Lib: field + rest, CLI: cliFlag + rest})
 		}
 	}
-	size := containers.HumanSize
+	size := humanSize
 	orInt := func(v, def int64) int64 {
 		if v == 0 {
 			return def
@@ -41,22 +43,22 @@ func conflictsWith(spec Spec, st Settings) []advice.Words {
 		diff("Image", "--image", spec.Image, st.Image)
 	}
 	if spec.Memory != 0 {
-		diff("Memory", "--memory", size(spec.Memory), size(orInt(st.Memory, containers.DefaultMemory)))
+		diff("Memory", "--memory", size(spec.Memory), size(orInt(st.Memory, engine.DefaultMemory)))
 	}
 	if spec.CPUs != 0 {
 		have := st.CPUs
 		if have == 0 {
-			have = containers.DefaultCPUs
+			have = engine.DefaultCPUs
 		}
 		diff("CPUs", "--cpus", fmt.Sprint(spec.CPUs), fmt.Sprint(have))
 	}
 	if spec.Pids != 0 {
-		diff("Pids", "--pids", fmt.Sprint(spec.Pids), fmt.Sprint(orInt(st.Pids, containers.DefaultPids)))
+		diff("Pids", "--pids", fmt.Sprint(spec.Pids), fmt.Sprint(orInt(st.Pids, engine.DefaultPids)))
 	}
 	if spec.Network != "" {
 		have := st.Network
 		if have == "" {
-			have = containers.DefaultNetwork
+			have = engine.DefaultNetwork
 		}
 		diff("Network", "--network", spec.Network, have)
 	}
@@ -155,3 +157,6 @@ func (c *Client) checkConflicts(ctx context.Context, spec Spec) error {
 	}
 	return nil
 }
+
+// humanSize spells a size as the CLI and messages do ("2GiB").
+func humanSize(b int64) string { return units.BytesSize(float64(b)) }

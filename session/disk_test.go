@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
@@ -84,7 +85,7 @@ os.close(fd)`)
 	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	require.NoError(t, c.Stop(context.Background(), name))
 
-	engine, err := c.Volumes().List(context.Background(), true)
+	engine, err := docker.From(c).Volumes().List(context.Background(), true)
 	require.NoError(t, err)
 	for _, v := range engine {
 		if v.Session == name {

@@ -201,7 +201,7 @@ func (c *Client) hostAddrs() []string {
 	if c.backend != "docker" {
 		return nil
 	}
-	host := c.host
+	host := c.ctr.Host()
 	if host == "" {
 		host = os.Getenv("DOCKER_HOST")
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/internal/fakenet"
 	"github.com/runtimectl/runtimectl/internal/testenv"
@@ -91,7 +92,9 @@ type probeResult struct {
 func egressClient(t *testing.T, in *fakenet.Internet) *session.Client {
 	t.Helper()
 	testenv.Images(t)
-	c, err := session.New(session.WithEgress(session.EgressOptions{
+	e, err := docker.New("")
+	require.NoError(t, err)
+	c := session.NewWithEngine(e, session.WithEgress(session.EgressOptions{
 		Network: in.Network, Hosts: in.Hosts(), UpstreamCAs: in.CAPEM,
 		Lookup: func(name string) (string, bool) {
 			if name == "EGRESS_TEST_SECRET" {
@@ -100,7 +103,6 @@ func egressClient(t *testing.T, in *fakenet.Internet) *session.Client {
 			return "", false
 		},
 	}))
-	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -192,7 +194,7 @@ func TestEgressReachesOnlyTheAllowedHosts(t *testing.T) {
 
 	// Stop and start: the proxy stops and starts with the session.
 	require.NoError(t, c.Stop(ctx, s.Name()))
-	raw, err := c.Containers().Raw(ctx, s.Name())
+	raw, err := docker.From(c).Containers().Raw(ctx, s.Name())
 	require.NoError(t, err)
 	assert.Equal(t, "none", string(raw.HostConfig.NetworkMode))
 	s2, _, err := c.Open(ctx, s.Name())
@@ -301,7 +303,7 @@ print(json.dumps({"resp": resp, "plain": plain, "environ_has": "`+egressSecret[:
 	}
 	rc.Close()
 	assert.Greater(t, n, 3, "the state was read")
-	raw, err := c.Containers().Raw(ctx, s.Name())
+	raw, err := docker.From(c).Containers().Raw(ctx, s.Name())
 	require.NoError(t, err)
 	b, _ = json.Marshal(raw)
 	assert.NotContains(t, string(b), egressSecret, "the session's container's configuration")
@@ -330,7 +332,7 @@ func TestEgressAllowlistsAreNotShared(t *testing.T) {
 
 	ctx := testenv.Ctx(t, 2*time.Minute)
 	require.NoError(t, c.Remove(ctx, a.Name(), true))
-	_, err := c.Containers().Raw(ctx, a.Name())
+	_, err := docker.From(c).Containers().Raw(ctx, a.Name())
 	assert.ErrorIs(t, err, containers.ErrNotFound)
 	ref, err := c.EgressRefusals(ctx, a.Name())
 	require.NoError(t, err)

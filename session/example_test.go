@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/session"
 )
 
@@ -13,10 +14,11 @@ import (
 // are compiled by go test, not run: they need a Docker engine.)
 func Example() {
 	ctx := context.Background()
-	c, err := session.New()
+	de, err := docker.New("")
 	if err != nil {
 		panic(err)
 	}
+	c := session.NewWithEngine(de)
 	defer c.Close()
 	s, _, err := c.Start(ctx, session.Spec{Name: "demo", Lang: "python"})
 	if err != nil {
@@ -36,7 +38,8 @@ func Example() {
 // Output streamed as it is produced, a timeout, and the result's status.
 func ExampleSession_Exec() {
 	ctx := context.Background()
-	c, _ := session.New()
+	de, _ := docker.New("")
+	c := session.NewWithEngine(de)
 	defer c.Close()
 	s, _, err := c.Open(ctx, "demo")
 	if err != nil {
@@ -59,7 +62,8 @@ func ExampleSession_Exec() {
 // A test's session: Terminate removes it with its volumes, whatever happened.
 func ExampleSession_Terminate() {
 	ctx := context.Background()
-	c, _ := session.New()
+	de, _ := docker.New("")
+	c := session.NewWithEngine(de)
 	defer c.Close()
 	s, _, err := c.Start(ctx, session.Spec{Name: "test-scratch", Lang: "bash", TTL: time.Hour})
 	if err != nil {
@@ -72,7 +76,8 @@ func ExampleSession_Terminate() {
 // Packages at runtime, without giving the session a network.
 func ExampleClient_Install() {
 	ctx := context.Background()
-	c, _ := session.New()
+	de, _ := docker.New("")
+	c := session.NewWithEngine(de)
 	defer c.Close()
 	if err := c.Install(ctx, "demo", session.InstallOptions{Packages: []string{"tabulate"}, Output: os.Stderr}); err != nil {
 		panic(err)
@@ -82,7 +87,8 @@ func ExampleClient_Install() {
 // A copy of a session at its latest snapshot, to try something without touching the original.
 func ExampleClient_Fork() {
 	ctx := context.Background()
-	c, _ := session.New()
+	de, _ := docker.New("")
+	c := session.NewWithEngine(de)
 	defer c.Close()
 	f, err := c.Fork(ctx, "demo", "demo-try", "")
 	if err != nil {

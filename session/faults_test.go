@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/history"
@@ -48,7 +49,7 @@ func TestDockerKillDuringAnExecution(t *testing.T) {
 		done <- r
 	}()
 	waitClosed(t, started, "the code to start")
-	require.NoError(t, c.Containers().Kill(testenv.Ctx(t, time.Minute), name))
+	require.NoError(t, docker.From(c).Containers().Kill(testenv.Ctx(t, time.Minute), name))
 	var r *session.Result
 	select {
 	case r = <-done:
@@ -74,8 +75,9 @@ func TestHelperController(t *testing.T) {
 	if name == "" {
 		t.Skip("helper process only")
 	}
-	c, err := session.New()
+	de, err := docker.New("")
 	require.NoError(t, err)
+	c := session.NewWithEngine(de)
 	s, _, err := c.Open(context.Background(), name)
 	require.NoError(t, err)
 	_, _ = s.Exec(context.Background(), os.Getenv("RUNTIMECTL_HELPER_CODE"), session.ExecOptions{Stdout: os.Stdout})
@@ -188,7 +190,7 @@ func TestQueueRunsInArrivalOrderAndRefusesPastItsBound(t *testing.T) {
 	s := testenv.Start(t, c, session.Spec{})
 	require.Equal(t, "ok", string(run(t, s, "order = []").Status))
 
-	rwc, err := c.Containers().Dial(testenv.Ctx(t, time.Minute), s.Name())
+	rwc, err := docker.From(c).Containers().Dial(testenv.Ctx(t, time.Minute), s.Name())
 	require.NoError(t, err)
 	defer rwc.Close()
 	br := bufio.NewReader(rwc)
@@ -315,7 +317,7 @@ func TestForkBombIsHeldByThePidsLimit(t *testing.T) {
 					notes = append(notes, e.State.Message) // when it ended an execution
 				}
 			}
-			logs, _ := c.Containers().Logs(testenv.Ctx(t, time.Minute), name, 1<<20)
+			logs, _ := docker.From(c).Containers().Logs(testenv.Ctx(t, time.Minute), name, 1<<20)
 			assert.Contains(t, strings.Join(notes, "\n"), "process limit (64, --pids)", "history %+v\nlogs %s", execs, logs)
 			assert.Equal(t, before, startedAt(t, c, name), "the same container")
 		})
@@ -398,7 +400,7 @@ func TestDiskFullOnTheStateVolume(t *testing.T) {
 	r = run(t, s, "c = 3")
 	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	waitSaved(t, c, name, r.Seq)
-	st, err := c.Containers().Stat(testenv.Ctx(t, time.Minute), name, session.StateDir+"/reserve")
+	st, err := docker.From(c).Containers().Stat(testenv.Ctx(t, time.Minute), name, session.StateDir+"/reserve")
 	require.NoError(t, err)
 	assert.True(t, st.Exists, "the reserve is there")
 }
@@ -419,7 +421,7 @@ func TestMalformedInputsAreErrorsNotPanics(t *testing.T) {
 		return execproto.AppendFrame(nil, execproto.Frame{Type: typ, ID: id, Payload: []byte(payload)})
 	}
 	// Bad requests on a live connection: each gets an error, the connection goes on.
-	rwc, err := c.Containers().Dial(testenv.Ctx(t, time.Minute), name)
+	rwc, err := docker.From(c).Containers().Dial(testenv.Ctx(t, time.Minute), name)
 	require.NoError(t, err)
 	br := bufio.NewReader(rwc)
 	_, err = execproto.ReadFrame(br)
@@ -451,7 +453,7 @@ func TestMalformedInputsAreErrorsNotPanics(t *testing.T) {
 		[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
 		frame(execproto.TypeRequest, 1, `{"op":"status"}`)[:12], // a frame cut short
 	} {
-		rwc, err := c.Containers().Dial(testenv.Ctx(t, time.Minute), name)
+		rwc, err := docker.From(c).Containers().Dial(testenv.Ctx(t, time.Minute), name)
 		require.NoError(t, err)
 		_, err = rwc.Write(garbage)
 		require.NoError(t, err)
@@ -497,7 +499,7 @@ func TestMalformedInputsAreErrorsNotPanics(t *testing.T) {
 // appendToStateFile appends text to a file of the stopped session's state directory.
 func appendToStateFile(t *testing.T, c *session.Client, name, file, text string) {
 	t.Helper()
-	rc, err := c.Containers().CopyFrom(testenv.Ctx(t, time.Minute), name, session.StateDir+"/"+file)
+	rc, err := docker.From(c).Containers().CopyFrom(testenv.Ctx(t, time.Minute), name, session.StateDir+"/"+file)
 	require.NoError(t, err)
 	tr := tar.NewReader(rc)
 	h, err := tr.Next()
@@ -525,7 +527,7 @@ func writeStateTar(t *testing.T, c *session.Client, name, dir string, h *tar.Hea
 	_, err := tw.Write(data)
 	require.NoError(t, err)
 	require.NoError(t, tw.Close())
-	require.NoError(t, c.Containers().CopyTo(testenv.Ctx(t, time.Minute), name, dir, &buf))
+	require.NoError(t, docker.From(c).Containers().CopyTo(testenv.Ctx(t, time.Minute), name, dir, &buf))
 }
 
 // --- hardening -----------------------------------------------------------------------------------
@@ -535,7 +537,7 @@ func writeStateTar(t *testing.T, c *session.Client, name, dir string, h *tar.Hea
 func TestHardeningLimitsAndRuntime(t *testing.T) {
 	c := testenv.Client(t)
 	s := testenv.Start(t, c, session.Spec{CPUs: 0.5, Pids: 100, Memory: 512 << 20})
-	raw, err := c.Containers().Raw(testenv.Ctx(t, time.Minute), s.Name())
+	raw, err := docker.From(c).Containers().Raw(testenv.Ctx(t, time.Minute), s.Name())
 	require.NoError(t, err)
 	hc := raw.HostConfig
 	assert.Equal(t, int64(500_000_000), hc.NanoCPUs, "a CPU limit")
@@ -578,6 +580,6 @@ except OSError:
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"no-such-runtime"`)
 	assert.Contains(t, err.Error(), "docker info")
-	_, err = c.Volumes().Inspect(testenv.Ctx(t, time.Minute), name)
+	_, err = docker.From(c).Volumes().Inspect(testenv.Ctx(t, time.Minute), name)
 	assert.ErrorIs(t, err, engine.ErrNotFound, "the volume made for it is removed again")
 }

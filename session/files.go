@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/internal/advice"
 	"github.com/runtimectl/runtimectl/internal/tarsafe"
@@ -278,10 +277,10 @@ func (c *Client) fitsDisk(ctx context.Context, name, src string) error {
 // bytes and entries left of its cap, or nil.
 func overDisk(name string, size, n, room, entries, capBytes int64) error {
 	if size > room {
-		return advice.Errorf("%w: the copy holds %s (sparse files count at their full size: that is what the copy writes), more than the %s left of session %s's disk cap of %s; free space in the session or %s", ErrInvalid, containers.HumanSize(size), containers.HumanSize(max(room, 0)), name, containers.HumanSize(capBytes), advice.Words{Lib: "start it with a larger Spec.Disk", CLI: "start it with a larger --disk"})
+		return advice.Errorf("%w: the copy holds %s (sparse files count at their full size: that is what the copy writes), more than the %s left of session %s's disk cap of %s; free space in the session or %s", ErrInvalid, humanSize(size), humanSize(max(room, 0)), name, humanSize(capBytes), advice.Words{Lib: "start it with a larger Spec.Disk", CLI: "start it with a larger --disk"})
 	}
 	if n > entries {
-		return advice.Errorf("%w: the copy holds %d files, folders and links, more than the %d left of session %s's cap on entries (one per %d bytes of its disk cap of %s); copy fewer, or %s", ErrInvalid, n, max(entries, 0), name, contract.EntriesPerCapByte, containers.HumanSize(capBytes), advice.Words{Lib: "start it with a larger Spec.Disk", CLI: "start it with a larger --disk"})
+		return advice.Errorf("%w: the copy holds %d files, folders and links, more than the %d left of session %s's cap on entries (one per %d bytes of its disk cap of %s); copy fewer, or %s", ErrInvalid, n, max(entries, 0), name, contract.EntriesPerCapByte, humanSize(capBytes), advice.Words{Lib: "start it with a larger Spec.Disk", CLI: "start it with a larger --disk"})
 	}
 	return nil
 }

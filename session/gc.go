@@ -7,11 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/engine"
-	"github.com/runtimectl/runtimectl/images"
-	"github.com/runtimectl/runtimectl/volumes"
 )
 
 // GCOptions say what `session gc` collects.
@@ -75,7 +72,7 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 	}
 	ctrs, vols = c.gcPools(ctx, o, ctrs, vols, do)
 	c.gcHelpers(ctx, do)
-	volBySession := map[string]volumes.Volume{}
+	volBySession := map[string]engine.Volume{}
 	for _, v := range vols {
 		volBySession[v.Session] = v
 	}
@@ -96,8 +93,8 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 			// runtimectl's labels (the engine makes such a volume when one is removed under a
 			// container that is being created): those are reported for a person to decide.
 			if _, err := c.vol.Inspect(ctx, ci.Session); err == nil || !errors.Is(err, engine.ErrNotFound) {
-				do(GCAction{Session: ci.Session, Action: "report", Reason: fmt.Sprintf("its volume %s is not labelled as runtimectl's (or could not be read: %v); its data may be there: look at it before removing anything", volumes.Name(ci.Session), err),
-					Fix: "docker volume inspect " + volumes.Name(ci.Session)}, nil)
+				do(GCAction{Session: ci.Session, Action: "report", Reason: fmt.Sprintf("its volume %s is not labelled as runtimectl's (or could not be read: %v); its data may be there: look at it before removing anything", contract.VolumeName(ci.Session), err),
+					Fix: "docker volume inspect " + contract.VolumeName(ci.Session)}, nil)
 				continue
 			}
 			if ci.Running {
@@ -144,10 +141,11 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 					Fix: "runtimectl volume rm " + v.Name}, nil)
 				continue
 			}
-			if c.img == nil {
+			ic, ok := c.eng.(engine.ImageChecker)
+			if !ok {
 				continue
 			}
-			if _, err := c.img.Inspect(ctx, st.Image); err != nil && (errors.Is(err, images.ErrNotFound) || errors.Is(err, images.ErrNoAgent)) {
+			if err := ic.CheckImage(ctx, st.Image); err != nil && (errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrNoAgent)) {
 				do(GCAction{Session: v.Session, Action: "report", Reason: fmt.Sprintf("volume %s has no container and its image %s is unusable (%v); build the image or remove the volume", v.Name, st.Image, err)}, nil)
 			}
 		}
@@ -157,7 +155,7 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 
 // idleFor returns how long a running session has had no execution (or, with none yet, how
 // long it has been up). A session running code is not idle.
-func (c *Client) idleFor(ctx context.Context, ci containers.Info) (time.Duration, error) {
+func (c *Client) idleFor(ctx context.Context, ci engine.Info) (time.Duration, error) {
 	s := &Session{c: c, name: ci.Session}
 	if err := s.connect(ctx); err != nil {
 		return 0, err
@@ -194,15 +192,16 @@ func (c *Client) Upgrade(ctx context.Context, name string) (*Session, error) {
 	return s, err
 }
 
-// gcHelpers removes helper containers (installers, measures) that are leftovers: past their
-// deadline (an installer kills itself by then; one whose engine could not remove it), or
-// ended more than a minute ago. A helper removes itself when it ends, so these are what a
+// gcHelpers removes helper runtimes (installers, measures) that are leftovers, where the
+// engine runs them (engine.Helpers): past their deadline (an installer kills itself by then;
+// one whose engine could not remove it), or ended more than a minute ago. A helper removes itself when it ends, so these are what a
 // crash of the engine or of a caller left.
 func (c *Client) gcHelpers(ctx context.Context, do func(GCAction, func() error)) {
-	if c.docker == nil {
+	hk, ok := c.eng.(engine.Helpers)
+	if !ok {
 		return
 	}
-	hs, err := c.docker.Helpers(ctx, "")
+	hs, err := hk.Helpers(ctx, "")
 	if err != nil {
 		return
 	}
@@ -219,22 +218,23 @@ func (c *Client) gcHelpers(ctx context.Context, do func(GCAction, func() error))
 		}
 		id := h.ID
 		do(GCAction{Session: h.Labels[contract.LabelHelperFor], Action: "remove helper", Reason: reason},
-			func() error { return c.docker.RemoveHelper(ctx, id) })
+			func() error { return hk.RemoveHelper(ctx, id) })
 	}
 }
 
 // removeHelpers removes the helper containers that work for session name (an install that is
 // running): they hold its workspace volume.
 func (c *Client) removeHelpers(ctx context.Context, name string) error {
-	if c.docker == nil {
+	hk, ok := c.eng.(engine.Helpers)
+	if !ok {
 		return nil
 	}
-	hs, err := c.docker.Helpers(ctx, name)
+	hs, err := hk.Helpers(ctx, name)
 	if err != nil {
 		return err
 	}
 	for _, h := range hs {
-		if err := c.docker.RemoveHelper(ctx, h.ID); err != nil {
+		if err := hk.RemoveHelper(ctx, h.ID); err != nil {
 			return err
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runtimectl/runtimectl/cli"
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/internal/testenv"
@@ -68,7 +69,7 @@ func execWith(t *testing.T, s *session.Session, code string, o session.ExecOptio
 
 func startedAt(t *testing.T, c *session.Client, name string) time.Time {
 	t.Helper()
-	ci, err := c.Containers().Inspect(testenv.Ctx(t, time.Minute), name)
+	ci, err := docker.From(c).Containers().Inspect(testenv.Ctx(t, time.Minute), name)
 	require.NoError(t, err)
 	require.True(t, ci.Running)
 	return ci.StartedAt
@@ -368,10 +369,10 @@ func checkCapped(t *testing.T, r *session.Result, limit int, streamed int64) {
 // volume stay small whatever the code printed.
 func checkLogsAndHistorySmall(t *testing.T, c *session.Client, name string, n int) {
 	t.Helper()
-	logs, err := c.Containers().Logs(testenv.Ctx(t, time.Minute), name, 1<<20)
+	logs, err := docker.From(c).Containers().Logs(testenv.Ctx(t, time.Minute), name, 1<<20)
 	require.NoError(t, err)
 	assert.Less(t, len(logs), 64<<10, "docker logs of the container stay small")
-	st, err := c.Containers().Stat(testenv.Ctx(t, time.Minute), name, session.StateDir+"/history.jsonl")
+	st, err := docker.From(c).Containers().Stat(testenv.Ctx(t, time.Minute), name, session.StateDir+"/history.jsonl")
 	require.NoError(t, err)
 	require.True(t, st.Exists)
 	assert.Less(t, st.Size, int64(4<<20), "the history keeps a bounded head and tail")

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/internal/advice"
-	"github.com/runtimectl/runtimectl/volumes"
 )
 
 // Inspection is everything runtimectl knows of a session, as `session inspect` prints it.
@@ -58,9 +56,6 @@ func (c *Client) Inspect(ctx context.Context, name string) (*Inspection, error) 
 	vol, err := c.vol.Inspect(ctx, name)
 	if err == nil {
 		in.Volumes.Workspace, in.Volumes.State = vol.Name, vol.State
-		if in.Volumes.State == "" && c.dvol != nil {
-			in.Volumes.State = volumes.StateName(name) // Docker's Inspect names the workspace volume only
-		}
 		if st, err := decodeSettings(vol.Settings); err == nil {
 			in.Settings = st
 		}
@@ -68,13 +63,13 @@ func (c *Client) Inspect(ctx context.Context, name string) (*Inspection, error) 
 	st := in.Settings
 	in.Limits.Memory, in.Limits.CPUs, in.Limits.Pids, in.Limits.Disk = st.Memory, st.CPUs, st.Pids, st.Disk
 	if in.Limits.Memory == 0 {
-		in.Limits.Memory = containers.DefaultMemory
+		in.Limits.Memory = engine.DefaultMemory
 	}
 	if in.Limits.CPUs == 0 {
-		in.Limits.CPUs = containers.DefaultCPUs
+		in.Limits.CPUs = engine.DefaultCPUs
 	}
 	if in.Limits.Pids == 0 {
-		in.Limits.Pids = containers.DefaultPids
+		in.Limits.Pids = engine.DefaultPids
 	}
 	if in.Limits.Disk == 0 {
 		in.Limits.Disk = contract.DefaultDisk
@@ -101,7 +96,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (*Inspection, error) 
 
 // Stats is a running session's use of the host.
 type Stats struct {
-	containers.Stats
+	engine.Stats
 	// DiskUsed is the workspace's size as the agent last measured it (-1: not yet), and
 	// DiskLimit its cap.
 	DiskUsed  int64 `json:"disk_used"`
@@ -126,7 +121,7 @@ func (c *Client) Stats(ctx context.Context, name string) (Stats, error) {
 	if err != nil || !ci.Running {
 		return Stats{}, advice.Errorf("%w: session %q is not running: nothing to measure; %s", ErrNotFound, name, adviseStart(name))
 	}
-	sr, ok := c.ctr.(engine.StatsReader)
+	sr, ok := c.eng.(engine.StatsReader)
 	if !ok {
 		return Stats{}, c.unsupported("stats of session " + name)
 	}
@@ -155,7 +150,7 @@ func (c *Client) Logs(ctx context.Context, name string, max int64) ([]byte, erro
 	if err := c.exists(ctx, name); err != nil {
 		return nil, err
 	}
-	lr, ok := c.ctr.(engine.LogReader)
+	lr, ok := c.eng.(engine.LogReader)
 	if !ok {
 		return nil, c.unsupported("logs of session " + name)
 	}

@@ -9,10 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
-	"github.com/runtimectl/runtimectl/volumes"
 )
 
 // PackagesDir is the session's virtual environment for installed packages, on its workspace
@@ -35,7 +33,7 @@ type InstallOptions struct {
 	// the session's own code asks for (`%pip` in a cell) never builds unless the Client allows
 	// it (WithInstallBuilds), since that code may be an attacker's.
 	AllowBuilds bool
-	// Timeout bounds the install (0: containers.InstallTimeout); the installer kills itself
+	// Timeout bounds the install (0: engine.InstallTimeout); the installer kills itself
 	// when it passes, whether or not the caller is still there.
 	Timeout time.Duration
 	// Output receives pip's output as it runs (nil: discarded).
@@ -62,7 +60,8 @@ var pipOption = regexp.MustCompile(`^-`)
 // network setting (none by default). The session's interpreter can import them at once, without
 // a restart. It works on a running or a stopped session.
 func (c *Client) Install(ctx context.Context, name string, o InstallOptions) error {
-	if c.docker == nil {
+	inst, ok := c.eng.(engine.Installer)
+	if !ok {
 		return fmt.Errorf("%w: packages are installed by an installer container, which runtimectl runs on Docker only for now", ErrInvalid)
 	}
 	if len(o.Packages) == 0 && o.Requirements == "" {
@@ -133,14 +132,14 @@ exit $rc`
 	w := io.MultiWriter(out, tail)
 	timeout := o.Timeout
 	if timeout <= 0 {
-		timeout = containers.InstallTimeout
+		timeout = engine.InstallTimeout
 	}
 	deadline := time.Now().Add(timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	code, err := c.docker.RunInstaller(ctx, containers.Installer{
-		Image: st.Image, Volume: volumes.Name(name), For: name, Runtime: st.Runtime, Deadline: deadline,
+	code, err := inst.Install(ctx, engine.InstallJob{
+		Image: st.Image, Session: name, Runtime: st.Runtime, Deadline: deadline,
 		Argv: append([]string{"/bin/sh", "-c", script, "sh"}, args...),
 		Env: []string{"VENV=" + PackagesDir, "HOME=/tmp", "PIP_CACHE_DIR=/tmp/pip-cache", "PIP_CONFIG_FILE=/dev/null",
 			"RUNTIMECTL_REQUIREMENTS=" + o.Requirements},

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/engine"
 )
@@ -23,13 +22,13 @@ import (
 // volume holds neither a history nor the mark of an earlier move (so that a move cut short is
 // made again); when the move fails, the new container (and a state volume made for it) are
 // removed again, so that the next start tries afresh.
-func (c *Client) createContainer(ctx context.Context, st Settings) (ci containers.Info, created bool, err error) {
+func (c *Client) createContainer(ctx context.Context, st Settings) (ci engine.Info, created bool, err error) {
 	fresh, err := c.vol.EnsureState(ctx, st.Session)
 	if err != nil {
-		return containers.Info{}, false, err
+		return engine.Info{}, false, err
 	}
 	if err := c.startEgress(ctx, st); err != nil { // Kubernetes' pod starts at once: its proxy first
-		return containers.Info{}, false, err
+		return engine.Info{}, false, err
 	}
 	ci, created, err = c.ctr.CreateIfAbsent(ctx, containerSpec(st))
 	if err != nil || !created || !c.stateIsEmpty(ctx, st.Session) {
@@ -42,7 +41,7 @@ func (c *Client) createContainer(ctx context.Context, st Settings) (ci container
 		if fresh {
 			_ = c.vol.RemoveState(cctx, st.Session)
 		}
-		return containers.Info{}, false, err
+		return engine.Info{}, false, err
 	}
 	return ci, true, nil
 }

@@ -15,12 +15,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/execproto"
 	"github.com/runtimectl/runtimectl/internal/advice"
-	"github.com/runtimectl/runtimectl/volumes"
 )
 
 // A warm pool keeps Size sessions of one kind ready before any start asks for them: container
@@ -146,13 +144,13 @@ func (c *Client) takeConn(member string) *Session {
 
 // keptMembers returns the members of pool with settings hash that this client holds streams
 // to, as if listed: running, made now.
-func (c *Client) keptMembers(pool, hash string) []containers.Info {
+func (c *Client) keptMembers(pool, hash string) []engine.Info {
 	c.pools.mu.Lock()
 	defer c.pools.mu.Unlock()
-	var out []containers.Info
+	var out []engine.Info
 	for name := range c.pools.conns {
 		if strings.HasPrefix(name, poolPrefix+pool+".") {
-			out = append(out, containers.Info{Session: name, Running: true, Created: c.pools.connAt[name],
+			out = append(out, engine.Info{Session: name, Running: true, Created: c.pools.connAt[name],
 				Labels: map[string]string{contract.LabelPoolConfig: hash}})
 		}
 	}
@@ -201,7 +199,7 @@ func (c *Client) SetPool(ctx context.Context, p Pool) error {
 	if err != nil {
 		return err
 	}
-	if len(st.AllowHosts) > 0 && c.docker == nil {
+	if _, ok := c.eng.(engine.EgressAdopter); len(st.AllowHosts) > 0 && !ok {
 		return advice.Errorf("%w pool %s: pools of sessions with %s are kept on Docker only for now", ErrInvalid, p.Name, flag("AllowHosts", "--allow-host"))
 	}
 	if err := c.checkImage(ctx, st); err != nil {
@@ -295,8 +293,8 @@ func (c *Client) RemovePool(ctx context.Context, name string) error {
 }
 
 // members are the containers of pool's members, oldest first.
-func members(ctrs []containers.Info, pool string) []containers.Info {
-	var out []containers.Info
+func members(ctrs []engine.Info, pool string) []engine.Info {
+	var out []engine.Info
 	for _, ci := range ctrs {
 		if strings.HasPrefix(ci.Session, poolPrefix+pool+".") {
 			out = append(out, ci)
@@ -569,9 +567,9 @@ func isPoolMember(name string) bool { return strings.HasPrefix(name, poolPrefix)
 // with orphans, removes what no pool needs: members of a pool that is gone or that waited past
 // their pool's TTL, and member volumes that neither a member's container uses nor a claimed
 // session binds (a fill that did not finish).
-func (c *Client) gcPools(ctx context.Context, o GCOptions, ctrs []containers.Info, vols []volumes.Volume, do func(GCAction, func() error)) ([]containers.Info, []volumes.Volume) {
-	var sessCtrs []containers.Info
-	memberCtr := map[string]containers.Info{}
+func (c *Client) gcPools(ctx context.Context, o GCOptions, ctrs []engine.Info, vols []engine.Volume, do func(GCAction, func() error)) ([]engine.Info, []engine.Volume) {
+	var sessCtrs []engine.Info
+	memberCtr := map[string]engine.Info{}
 	for _, ci := range ctrs {
 		if isPoolMember(ci.Session) {
 			memberCtr[ci.Session] = ci
@@ -579,7 +577,7 @@ func (c *Client) gcPools(ctx context.Context, o GCOptions, ctrs []containers.Inf
 		}
 		sessCtrs = append(sessCtrs, ci)
 	}
-	var sessVols, memberVols []volumes.Volume
+	var sessVols, memberVols []engine.Volume
 	backing := map[string]bool{}
 	for _, v := range vols {
 		for _, b := range v.Backing {

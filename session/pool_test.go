@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -45,7 +46,7 @@ func TestPoolServesStartsWithReadySessions(t *testing.T) {
 		defer sessions[i].Close()
 		assert.Equal(t, pool.Name, info.Pool, "start %d was not served from the pool", i)
 	}
-	ci, err := c.Containers().Inspect(ctx, names[0])
+	ci, err := docker.From(c).Containers().Inspect(ctx, names[0])
 	require.NoError(t, err)
 	assert.Equal(t, pool.Name, ci.Labels[contract.LabelPool], "it is a member's container")
 
@@ -60,7 +61,7 @@ func TestPoolServesStartsWithReadySessions(t *testing.T) {
 	sessions[0].Close()
 	require.NoError(t, c.Remove(ctx, names[0], true))
 	for _, name := range append(member, "runtimectl-"+names[0], "runtimectl_state-"+names[0]) {
-		_, err := c.Volumes().API().VolumeInspect(ctx, name)
+		_, err := docker.From(c).Volumes().API().VolumeInspect(ctx, name)
 		assert.Error(t, err, "volume %s is left", name)
 	}
 
@@ -77,7 +78,7 @@ func TestPoolServesStartsWithReadySessions(t *testing.T) {
 
 	// Removing the pool removes its members; the session taken from it stays.
 	require.NoError(t, c.RemovePool(ctx, pool.Name))
-	ctrs, err := c.Containers().List(ctx)
+	ctrs, err := docker.From(c).Containers().List(ctx)
 	require.NoError(t, err)
 	for _, ci := range ctrs {
 		assert.False(t, strings.HasPrefix(ci.Session, "_pool."+pool.Name+"."), "member %s is left", ci.Session)
@@ -116,7 +117,7 @@ func TestPoolFillRemakesMembersPastTheirTTL(t *testing.T) {
 // backingOf returns the names of the pool member's volumes that the session's volumes bind.
 func backingOf(t *testing.T, c *session.Client, name string) []string {
 	t.Helper()
-	r, err := c.Volumes().API().VolumeList(context.Background(), volume.ListOptions{Filters: filters.NewArgs(filters.Arg("name", "runtimectl-"+name))})
+	r, err := docker.From(c).Volumes().API().VolumeList(context.Background(), volume.ListOptions{Filters: filters.NewArgs(filters.Arg("name", "runtimectl-"+name))})
 	require.NoError(t, err)
 	for _, v := range r.Volumes {
 		if v.Name == "runtimectl-"+name {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
 )
@@ -20,31 +19,31 @@ func (c *Client) createVolumes(ctx context.Context, st Settings, o engine.Volume
 // Prepare makes a new session ready for a container that the caller creates itself (tcsession
 // does, through testcontainers-go): it checks spec and the image as Start does, creates the
 // session's volumes (volumeLabels are added to runtimectl's own labels on them) and returns the
-// container's spec, from which containers.Config builds the same hardened configuration that
+// container's spec, from which containers.Config (Docker) builds the same hardened configuration that
 // Start creates. A session of that name that exists already (container or volume) is refused.
 // Remove(ctx, spec.Name, true) undoes it.
-func (c *Client) Prepare(ctx context.Context, spec Spec, volumeLabels map[string]string) (containers.Spec, error) {
+func (c *Client) Prepare(ctx context.Context, spec Spec, volumeLabels map[string]string) (engine.Spec, error) {
 	st, err := spec.settings()
 	if err != nil {
-		return containers.Spec{}, err
+		return engine.Spec{}, err
 	}
 	switch err := c.exists(ctx, st.Session); {
 	case err == nil:
-		return containers.Spec{}, advice.Errorf("%w: session %q exists already; pick another name or %s", ErrInvalid, st.Session, adviseRemove(st.Session))
+		return engine.Spec{}, advice.Errorf("%w: session %q exists already; pick another name or %s", ErrInvalid, st.Session, adviseRemove(st.Session))
 	case !errors.Is(err, ErrNotFound):
-		return containers.Spec{}, err
+		return engine.Spec{}, err
 	}
 	if err := c.checkImage(ctx, st); err != nil {
-		return containers.Spec{}, err
+		return engine.Spec{}, err
 	}
 	if err := c.ensureNetwork(ctx, st.Network); err != nil {
-		return containers.Spec{}, err
+		return engine.Spec{}, err
 	}
 	if err := c.createVolumes(ctx, st, engine.VolumeOptions{Driver: spec.VolumeOpts, StateDriver: spec.StateVolumeOpts, Labels: volumeLabels}); err != nil {
-		return containers.Spec{}, err
+		return engine.Spec{}, err
 	}
 	if err := c.startEgress(ctx, st); err != nil { // removed by Remove, with the session
-		return containers.Spec{}, err
+		return engine.Spec{}, err
 	}
 	return containerSpec(st), nil
 }

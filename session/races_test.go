@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runtimectl/runtimectl/containers"
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/internal/advice"
@@ -39,9 +40,9 @@ func cleanupSession(t *testing.T, c *session.Client, name string) {
 func assertWhole(t *testing.T, c *session.Client, name string) {
 	t.Helper()
 	ctx := testenv.Ctx(t, time.Minute)
-	_, err := c.Containers().Inspect(ctx, name)
+	_, err := docker.From(c).Containers().Inspect(ctx, name)
 	require.NoError(t, err, "the container")
-	vol, err := c.Volumes().Inspect(ctx, name)
+	vol, err := docker.From(c).Volumes().Inspect(ctx, name)
 	require.NoError(t, err, "the workspace volume")
 	assert.Equal(t, name, vol.Session, "the workspace volume carries the session's label")
 	assert.NotEmpty(t, vol.Settings, "and its settings")
@@ -108,7 +109,7 @@ func TestConcurrentStartAndRemovePairs(t *testing.T) {
 	}
 	wg.Wait()
 	ctx := testenv.Ctx(t, time.Minute)
-	_, cerr := c.Containers().Inspect(ctx, name)
+	_, cerr := docker.From(c).Containers().Inspect(ctx, name)
 	if errors.Is(cerr, engine.ErrNotFound) {
 		for _, v := range []string{volumes.Name(name), volumes.StateName(name)} {
 			out, err := exec.Command("docker", "volume", "inspect", v).CombinedOutput()
@@ -134,7 +135,7 @@ func TestFailedStartLeavesNothing(t *testing.T) {
 	ctx := testenv.Ctx(t, 4*time.Minute)
 	_, _, err := c.Start(ctx, session.Spec{Name: name, Pids: 1})
 	require.Error(t, err)
-	_, err = c.Containers().Inspect(ctx, name)
+	_, err = docker.From(c).Containers().Inspect(ctx, name)
 	assert.ErrorIs(t, err, engine.ErrNotFound, "no container left")
 	for _, v := range []string{volumes.Name(name), volumes.StateName(name)} {
 		out, err := exec.Command("docker", "volume", "inspect", v).CombinedOutput()
@@ -212,7 +213,7 @@ func TestBadExecutionArgumentsAreRefused(t *testing.T) {
 	name := testenv.Name(t)
 	_, _, err = c.Start(ctx, session.Spec{Name: name, KeepSnapshots: -1})
 	assert.ErrorIs(t, err, session.ErrInvalid)
-	_, err = c.Containers().Inspect(ctx, name)
+	_, err = docker.From(c).Containers().Inspect(ctx, name)
 	assert.ErrorIs(t, err, engine.ErrNotFound, "nothing made")
 }
 
@@ -231,7 +232,7 @@ func TestGCOrphansKeepsASessionWithAnUnlabelledVolume(t *testing.T) {
 	}
 	l, err := lang.Get("python")
 	require.NoError(t, err)
-	_, err = c.Containers().Create(ctx, containers.Spec{Session: name, Lang: "python", Image: images.Ref(l), Volume: volumes.Name(name), StateVolume: volumes.StateName(name)})
+	_, err = docker.From(c).Containers().Create(ctx, containers.Spec{Session: name, Lang: "python", Image: images.Ref(l), Volume: volumes.Name(name), StateVolume: volumes.StateName(name)})
 	require.NoError(t, err)
 	acts, err := c.GC(ctx, session.GCOptions{Orphans: true, Only: []string{name}})
 	require.NoError(t, err)
@@ -243,7 +244,7 @@ func TestGCOrphansKeepsASessionWithAnUnlabelledVolume(t *testing.T) {
 	}
 	require.Len(t, mine, 1)
 	assert.Equal(t, "report", mine[0].Action)
-	_, err = c.Containers().Inspect(ctx, name)
+	_, err = docker.From(c).Containers().Inspect(ctx, name)
 	assert.NoError(t, err, "the container is still there")
 }
 
@@ -260,13 +261,13 @@ func TestHandleStopRemoveTerminateAndTypedErrors(t *testing.T) {
 	r := execWith(t, s, "x = 41", session.ExecOptions{})
 	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	require.NoError(t, s.Stop(ctx))
-	ci, err := c.Containers().Inspect(ctx, name)
+	ci, err := docker.From(c).Containers().Inspect(ctx, name)
 	require.NoError(t, err)
 	assert.False(t, ci.Running, "stopped")
 	r = execWith(t, s, "x + 1", session.ExecOptions{})
 	assert.Equal(t, "42", *r.Result, "the next Exec brought it back with its state")
 	require.NoError(t, s.Remove(ctx))
-	_, err = c.Containers().Inspect(ctx, name)
+	_, err = docker.From(c).Containers().Inspect(ctx, name)
 	assert.ErrorIs(t, err, engine.ErrNotFound)
 	out, err := exec.Command("docker", "volume", "inspect", volumes.StateName(name)).CombinedOutput()
 	assert.Error(t, err, "the state volume went with it: %s", out)

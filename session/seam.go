@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/engine"
-	"github.com/runtimectl/runtimectl/volumes"
 )
 
 // The engine seam is package engine: everything session asks of an engine goes through
@@ -28,17 +26,12 @@ type Storage = engine.Storage
 type Pools = engine.Pools
 
 // Egress runs the egress proxies of sessions with allowed hosts (engine.Egress), an ability
-// found on the engine's Runtimes.
+// found on the engine.
 type Egress = engine.Egress
-
-var (
-	_ Runtimes = (*containers.Manager)(nil)
-	_ Storage  = (*volumes.Manager)(nil)
-)
 
 // ensureNetwork makes the network a --network setting needs, where the engine makes networks.
 func (c *Client) ensureNetwork(ctx context.Context, setting string) error {
-	if n, ok := c.ctr.(engine.Networker); ok {
+	if n, ok := c.eng.(engine.Networker); ok {
 		return n.EnsureNetwork(ctx, setting)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/internal/seamtest"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 )
@@ -20,7 +21,7 @@ func dockerEnv(t *testing.T) seamtest.Env {
 		Kill: func(t *testing.T, name string) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			require.NoError(t, c.Containers().Remove(ctx, name, true))
+			require.NoError(t, docker.From(c).Containers().Remove(ctx, name, true))
 		},
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -156,7 +157,7 @@ func TestBashStateAcrossExecutions(t *testing.T) {
 func TestHardeningIsVisibleInInspect(t *testing.T) {
 	c := testenv.Client(t)
 	s := testenv.Start(t, c, session.Spec{})
-	raw, err := c.Containers().Raw(testenv.Ctx(t, time.Minute), s.Name())
+	raw, err := docker.From(c).Containers().Raw(testenv.Ctx(t, time.Minute), s.Name())
 	require.NoError(t, err)
 	hc := raw.HostConfig
 	require.NotNil(t, hc)

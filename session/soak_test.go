@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
@@ -83,7 +84,7 @@ func TestSoak(t *testing.T) {
 			}()
 			time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 			listSaved()
-			require.NoError(t, c.Containers().Kill(ctx, name))
+			require.NoError(t, docker.From(c).Containers().Kill(ctx, name))
 			select {
 			case r := <-done:
 				if r != nil && r.Status == "ok" {
@@ -99,7 +100,7 @@ func TestSoak(t *testing.T) {
 			note(r)
 			time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
 			listSaved()
-			require.NoError(t, c.Containers().Kill(ctx, name))
+			require.NoError(t, docker.From(c).Containers().Kill(ctx, name))
 		case 2: // between executions, once the snapshot is saved: nothing may be lost
 			idle++
 			r := execWith(t, s, code, session.ExecOptions{})
@@ -108,11 +109,11 @@ func TestSoak(t *testing.T) {
 			waitSaved(t, c, name, r.Seq)
 			listSaved()
 			require.Equal(t, r.Seq, saved)
-			require.NoError(t, c.Containers().Kill(ctx, name))
+			require.NoError(t, docker.From(c).Containers().Kill(ctx, name))
 		}
 		kills++
 		for {
-			ci, err := c.Containers().Inspect(ctx, name)
+			ci, err := docker.From(c).Containers().Inspect(ctx, name)
 			require.NoError(t, err)
 			if !ci.Running {
 				break
@@ -183,7 +184,7 @@ func TestSoak(t *testing.T) {
 // rawEnds counts the end records of each execution in the session's history file.
 func rawEnds(t *testing.T, c *session.Client, name string) map[int64]int {
 	t.Helper()
-	rc, err := c.Containers().CopyFrom(testenv.Ctx(t, time.Minute), name, session.StateDir+"/history.jsonl")
+	rc, err := docker.From(c).Containers().CopyFrom(testenv.Ctx(t, time.Minute), name, session.StateDir+"/history.jsonl")
 	require.NoError(t, err)
 	defer rc.Close()
 	tr := tar.NewReader(rc)

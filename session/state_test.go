@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
@@ -74,7 +75,7 @@ shared = [1, 2]; alias = shared`)
 	waitSaved(t, c, name, r.Seq)
 
 	// docker kill between executions: the next exec brings it back by itself, and says so.
-	require.NoError(t, c.Containers().Kill(testenv.Ctx(t, time.Minute), name))
+	require.NoError(t, docker.From(c).Containers().Kill(testenv.Ctx(t, time.Minute), name))
 	var notices []string
 	r, err := s.Exec(testenv.Ctx(t, 2*time.Minute), "d", session.ExecOptions{OnNotice: func(m string) { notices = append(notices, m) }})
 	require.NoError(t, err)
@@ -84,7 +85,7 @@ shared = [1, 2]; alias = shared`)
 	assert.Contains(t, notices[0], "restored snapshot")
 
 	// docker rm -f: the container is gone, the volume stays.
-	require.NoError(t, c.Containers().Remove(testenv.Ctx(t, time.Minute), name, true))
+	require.NoError(t, docker.From(c).Containers().Remove(testenv.Ctx(t, time.Minute), name, true))
 	s = reopen(t, c, name)
 	r = run(t, s, "d")
 	require.Equal(t, "ok", string(r.Status), r.Stderr)
@@ -124,8 +125,8 @@ set -o pipefail; shopt -s nullglob`)
 	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, want, r.Stdout)
 
-	require.NoError(t, c.Containers().Kill(testenv.Ctx(t, time.Minute), name))
-	require.NoError(t, c.Containers().Remove(testenv.Ctx(t, time.Minute), name, true))
+	require.NoError(t, docker.From(c).Containers().Kill(testenv.Ctx(t, time.Minute), name))
+	require.NoError(t, docker.From(c).Containers().Remove(testenv.Ctx(t, time.Minute), name, true))
 	s = reopen(t, c, name)
 	r = run(t, s, check)
 	require.Equal(t, "ok", string(r.Status), r.Stderr)
@@ -200,7 +201,7 @@ func corrupt(t *testing.T, c *session.Client, name, id string, mutate func([]byt
 	t.Helper()
 	ctx := testenv.Ctx(t, time.Minute)
 	path := session.StateDir + "/snapdata/" + id + ".snap"
-	rc, err := c.Containers().CopyFrom(ctx, name, path)
+	rc, err := docker.From(c).Containers().CopyFrom(ctx, name, path)
 	require.NoError(t, err)
 	tr := tar.NewReader(rc)
 	h, err := tr.Next()
@@ -216,7 +217,7 @@ func corrupt(t *testing.T, c *session.Client, name, id string, mutate func([]byt
 	_, err = tw.Write(data)
 	require.NoError(t, err)
 	require.NoError(t, tw.Close())
-	require.NoError(t, c.Containers().CopyTo(ctx, name, session.StateDir+"/snapdata", &buf))
+	require.NoError(t, docker.From(c).Containers().CopyTo(ctx, name, session.StateDir+"/snapdata", &buf))
 }
 
 func TestCorruptLatestSnapshotFallsBackToThePreviousOne(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/lang"
@@ -100,7 +101,7 @@ func TestLegacySessionMigrated(t *testing.T) {
 	// Turn it into a session of the earlier layout: the state copied into the workspace's
 	// .runtimectl (as root, as the old agent wrote it), with a link planted there, then the
 	// container made again without the state mount and the state volume removed.
-	rc, err := c.Containers().CopyFrom(ctx, name, contract.StateDir)
+	rc, err := docker.From(c).Containers().CopyFrom(ctx, name, contract.StateDir)
 	require.NoError(t, err)
 	var buf bytes.Buffer
 	tr, tw := tar.NewReader(rc), tar.NewWriter(&buf)
@@ -120,16 +121,16 @@ func TestLegacySessionMigrated(t *testing.T) {
 	require.NoError(t, tw.WriteHeader(&tar.Header{Name: ".runtimectl/snapshots/planted.json", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd", Mode: 0o777}))
 	require.NoError(t, tw.Close())
 	rc.Close()
-	require.NoError(t, c.Containers().CopyTo(ctx, name, contract.Workspace, &buf))
-	vol, err := c.Volumes().Inspect(ctx, name)
+	require.NoError(t, docker.From(c).Containers().CopyTo(ctx, name, contract.Workspace, &buf))
+	vol, err := docker.From(c).Volumes().Inspect(ctx, name)
 	require.NoError(t, err)
 	st, err := contract.DecodeSettings(vol.Settings)
 	require.NoError(t, err)
-	require.NoError(t, c.Containers().Remove(ctx, name, true))
-	require.NoError(t, c.Volumes().RemoveState(ctx, name))
-	_, err = c.Containers().Create(ctx, containers.Spec{Session: name, Lang: st.Lang, Image: st.Image, Volume: volumes.Name(name), Settings: vol.Settings})
+	require.NoError(t, docker.From(c).Containers().Remove(ctx, name, true))
+	require.NoError(t, docker.From(c).Volumes().RemoveState(ctx, name))
+	_, err = docker.From(c).Containers().Create(ctx, containers.Spec{Session: name, Lang: st.Lang, Image: st.Image, Volume: volumes.Name(name), Settings: vol.Settings})
 	require.NoError(t, err)
-	ci, err := c.Containers().Inspect(ctx, name)
+	ci, err := docker.From(c).Containers().Inspect(ctx, name)
 	require.NoError(t, err)
 	require.False(t, ci.StateMounted)
 
@@ -137,13 +138,13 @@ func TestLegacySessionMigrated(t *testing.T) {
 	// starts it.
 	execs := historyOf(t, c, name)
 	require.NotEmpty(t, execs)
-	ci, err = c.Containers().Inspect(ctx, name)
+	ci, err = docker.From(c).Containers().Inspect(ctx, name)
 	require.NoError(t, err)
 	require.True(t, ci.StateMounted)
 	s, _, err = c.Start(ctx, session.Spec{Name: name})
 	require.NoError(t, err)
 	defer s.Close()
-	ci, err = c.Containers().Inspect(ctx, name)
+	ci, err = docker.From(c).Containers().Inspect(ctx, name)
 	require.NoError(t, err)
 	assert.True(t, ci.StateMounted, "the new container mounts the state volume")
 	r = execWith(t, s, "int(df.a.sum())", session.ExecOptions{})
@@ -155,13 +156,13 @@ func TestLegacySessionMigrated(t *testing.T) {
 	// the user's workspace); the user can remove it.
 	r = execWith(t, s, "import os\nd = '/workspace/.runtimectl'\nn = len(os.listdir(d))\nos.rmdir(d)\n(n, os.path.exists(d))", session.ExecOptions{})
 	if !assert.Equal(t, "(0, False)", *r.Result, "the agent emptied the old folder: %s", r.Stderr) {
-		logs, _ := c.Containers().Logs(ctx, name, 1<<16)
+		logs, _ := docker.From(c).Containers().Logs(ctx, name, 1<<16)
 		t.Logf("agent log:\n%s", logs)
 	}
-	info, err := c.Containers().Stat(ctx, name, contract.StatePath(contract.MigratedFile))
+	info, err := docker.From(c).Containers().Stat(ctx, name, contract.StatePath(contract.MigratedFile))
 	require.NoError(t, err)
 	assert.True(t, info.Exists, "the move is recorded on the state volume")
-	info, err = c.Containers().Stat(ctx, name, contract.StatePath("snapshots/planted.json"))
+	info, err = docker.From(c).Containers().Stat(ctx, name, contract.StatePath("snapshots/planted.json"))
 	require.NoError(t, err)
 	assert.False(t, info.Exists, "a link in the old folder is not moved")
 }
@@ -173,7 +174,7 @@ func TestVolumesArePaired(t *testing.T) {
 	ctx := testenv.Ctx(t, 3*time.Minute)
 	s := testenv.Start(t, c, session.Spec{})
 	name := s.Name()
-	vols, err := c.Volumes().List(ctx, true)
+	vols, err := docker.From(c).Volumes().List(ctx, true)
 	require.NoError(t, err)
 	var found []volumes.Volume
 	for _, v := range vols {

@@ -9,8 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runtimectl/runtimectl/containers"
-	"github.com/runtimectl/runtimectl/volumes"
+	"github.com/runtimectl/runtimectl/engine"
 )
 
 // TestRunID names this process as the maker of test sessions (Spec.TestRun): host, pid and the
@@ -63,8 +62,8 @@ func testRunGone(id string) bool {
 // gcRemovals removes sessions past their TTL (o.TTL, else each session's own --ttl) and
 // sessions whose test process is gone, exporting each first into o.Export/NAME when set (a
 // session whose export fails is not removed).
-func (c *Client) gcRemovals(ctx context.Context, o GCOptions, ctrs []containers.Info, vols []volumes.Volume, do func(GCAction, func() error)) {
-	byName := map[string]containers.Info{}
+func (c *Client) gcRemovals(ctx context.Context, o GCOptions, ctrs []engine.Info, vols []engine.Volume, do func(GCAction, func() error)) {
+	byName := map[string]engine.Info{}
 	for _, ci := range ctrs {
 		byName[ci.Session] = ci
 	}
@@ -110,7 +109,7 @@ func (c *Client) gcRemovals(ctx context.Context, o GCOptions, ctrs []containers.
 // nothing). A session whose history cannot be read is not taken for idle: a guess from its
 // creation time could remove one that was in use. Where stopping removes the runtime
 // (Kubernetes), reading the history would start it, so such a stopped session is left alone.
-func (c *Client) sessionIdle(ctx context.Context, ci containers.Info, st Settings) (time.Duration, error) {
+func (c *Client) sessionIdle(ctx context.Context, ci engine.Info, st Settings) (time.Duration, error) {
 	if ci.Running {
 		return c.idleFor(ctx, ci)
 	}

@@ -4,18 +4,16 @@ import (
 	"context"
 
 	"github.com/runtimectl/runtimectl/engine"
-	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/lang"
-	"github.com/runtimectl/runtimectl/volumes"
 )
 
 // VolumeList lists the sessions' volumes (workspace and state volume as one entry), with their
 // sizes when withSize. A volume the engine cannot size (it gives up on a folder thousands of
-// levels deep) is measured by a helper container of the session's image (containers.Measure);
+// levels deep) is measured by a helper container of the session's image (engine.Measurer);
 // its size stays unknown (-1) only when that fails too.
-func (c *Client) VolumeList(ctx context.Context, withSize bool) ([]volumes.Volume, error) {
+func (c *Client) VolumeList(ctx context.Context, withSize bool) ([]engine.Volume, error) {
 	list, err := c.vol.List(ctx, withSize)
-	m, ok := c.ctr.(engine.Measurer)
+	m, ok := c.eng.(engine.Measurer)
 	if err != nil || !withSize || !ok {
 		return list, err // (only an engine with a Measurer measures what it cannot size)
 	}
@@ -31,7 +29,7 @@ func (c *Client) VolumeList(ctx context.Context, withSize bool) ([]volumes.Volum
 		if st, err := decodeSettings(v.Settings); err == nil {
 			image = st.Image
 		} else if l, err := lang.Get("python"); err == nil {
-			image = images.Ref(l)
+			image = l.Ref()
 		}
 		sizes, err := m.Measure(ctx, image, names)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/session"
@@ -19,7 +20,7 @@ const modulePath = "github.com/runtimectl/runtimectl"
 // buildIfMissing builds runtimectl's image for the spec's language when the spec names it and
 // it is not in the engine.
 func buildIfMissing(ctx context.Context, client *session.Client, spec session.Spec) error {
-	_, err := client.Images().Inspect(ctx, spec.Image)
+	_, err := docker.From(client).Images().Inspect(ctx, spec.Image)
 	if !errors.Is(err, images.ErrNotFound) {
 		return nil // present (or not runtimectl's: Prepare says so)
 	}
@@ -34,7 +35,7 @@ func buildIfMissing(ctx context.Context, client *session.Client, spec session.Sp
 	if spec.Image != images.Ref(l) {
 		return fmt.Errorf("WithBuild builds runtimectl's own images (%s for %s), not %s", images.Ref(l), name, spec.Image)
 	}
-	b := client.Images()
+	b := docker.From(client).Images()
 	find := b.Agent
 	b.Agent = func(ctx context.Context) (string, error) {
 		if p, err := find(ctx); err == nil {

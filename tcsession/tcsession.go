@@ -18,6 +18,7 @@ import (
 
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/session"
 )
 
@@ -110,12 +111,13 @@ func Run(ctx context.Context, img string, opts ...testcontainers.ContainerCustom
 		return nil, fmt.Errorf("tcsession: %w", err)
 	}
 
-	client, err := session.New()
+	de, err := docker.New("")
 	if err != nil {
 		return nil, fmt.Errorf("tcsession: %w", err)
 	}
+	client := session.NewWithEngine(de)
 	if spec.Lang == "" {
-		if im, err := client.Images().Inspect(ctx, spec.Image); err == nil {
+		if im, err := docker.From(client).Images().Inspect(ctx, spec.Image); err == nil {
 			spec.Lang = im.Lang
 		} else {
 			spec.Lang = langOfRef(spec.Image)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/runtimectl/runtimectl/containers"
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/internal/testenv"
@@ -73,7 +74,7 @@ func TestRunGivesASessionThatRunsCodeAndTerminateRemovesIt(t *testing.T) {
 	assert.Equal(t, "43", *res.Result, "the library's own handle sees the same interpreter")
 	other.Close()
 
-	raw, err := c.Containers().Raw(ctx, ctr.SessionName())
+	raw, err := docker.From(c).Containers().Raw(ctx, ctr.SessionName())
 	require.NoError(t, err)
 	assert.Equal(t, int64(512<<20), raw.HostConfig.Memory)
 	assert.Equal(t, "true", raw.Config.Labels["org.testcontainers"], "testcontainers' labels are kept")
@@ -106,7 +107,7 @@ func TestRunGivesASessionThatRunsCodeAndTerminateRemovesIt(t *testing.T) {
 	require.NoError(t, ctr.Terminate(ctx))
 	_, ok = listed(t, c, ctr.SessionName())
 	assert.False(t, ok, "no container and no volume left")
-	_, err = c.Volumes().Inspect(ctx, ctr.SessionName())
+	_, err = docker.From(c).Volumes().Inspect(ctx, ctr.SessionName())
 	assert.ErrorIs(t, err, engine.ErrNotFound)
 }
 
@@ -125,9 +126,9 @@ func TestRunHasTheHardenedDefaultsOfSessionStart(t *testing.T) {
 	testcontainers.CleanupContainer(t, ctr)
 	require.NoError(t, err)
 
-	want, err := c.Containers().Raw(ctx, started.Name())
+	want, err := docker.From(c).Containers().Raw(ctx, started.Name())
 	require.NoError(t, err)
-	got, err := c.Containers().Raw(ctx, ctr.SessionName())
+	got, err := docker.From(c).Containers().Raw(ctx, ctr.SessionName())
 	require.NoError(t, err)
 
 	w, g := *want.HostConfig, *got.HostConfig
@@ -173,7 +174,7 @@ func TestOptionsReachTheSession(t *testing.T) {
 	res, err := ctr.RunCode(ctx, `echo "$GREETING from $0"`)
 	require.NoError(t, err)
 	assert.Equal(t, "hello from bash\n", res.Stdout, "the language comes from the image's label; WithEnv reaches the code")
-	raw, err := c.Containers().Raw(ctx, name)
+	raw, err := docker.From(c).Containers().Raw(ctx, name)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1e9), raw.HostConfig.NanoCPUs)
 	assert.Equal(t, "/"+containers.Name(name), raw.Name)
@@ -229,8 +230,8 @@ func TestWithBuildBuildsAMissingImage(t *testing.T) {
 	unique := testenv.Name(t)
 	t.Setenv("RUNTIMECTL_IMAGE_TAG", "tcbuild-"+unique[len(unique)-6:])
 	image := tcsession.Image("bash")
-	t.Cleanup(func() { _ = c.Images().Remove(context.Background(), image, true) })
-	_, err := c.Images().Inspect(ctx, image)
+	t.Cleanup(func() { _ = docker.From(c).Images().Remove(context.Background(), image, true) })
+	_, err := docker.From(c).Images().Inspect(ctx, image)
 	require.ErrorIs(t, err, images.ErrNotFound, "the image is missing to begin with")
 
 	ctr, err := tcsession.Run(ctx, image, tcsession.WithBuild())

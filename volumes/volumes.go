@@ -55,11 +55,11 @@ func New(api API) *Manager { return &Manager{api: api} }
 func (m *Manager) API() API { return m.api }
 
 // Name returns the name of a session's workspace volume.
-func Name(session string) string { return contract.NamePrefix + session }
+func Name(session string) string { return contract.VolumeName(session) }
 
 // StateName returns the name of a session's state volume. No workspace volume can have it:
 // theirs all begin with contract.NamePrefix, which ends in '-'.
-func StateName(session string) string { return "runtimectl_state-" + session }
+func StateName(session string) string { return contract.StateVolumeName(session) }
 
 // Create creates the session's two volumes, the workspace one with its settings and o.Driver,
 // the state volume with o.StateDriver, both with o.Labels beside runtimectl's own (which they
@@ -131,7 +131,8 @@ func (m *Manager) EnsureState(ctx context.Context, session string) (created bool
 	return true, nil
 }
 
-// Inspect returns the session's volume; ErrNotFound when there is none.
+// Inspect returns the session's volume, with the name of its state volume; ErrNotFound when
+// there is none.
 func (m *Manager) Inspect(ctx context.Context, session string) (Volume, error) {
 	v, err := m.api.VolumeInspect(ctx, Name(session))
 	if err != nil {
@@ -140,7 +141,9 @@ func (m *Manager) Inspect(ctx context.Context, session string) (Volume, error) {
 		}
 		return Volume{}, fmt.Errorf("inspect volume of session %q: %w", session, err)
 	}
-	return from(v), nil
+	vol := from(v)
+	vol.State = StateName(session) // what the session mounts (or will, once EnsureState made it)
+	return vol, nil
 }
 
 func from(v volume.Volume) Volume {

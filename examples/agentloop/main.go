@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/session"
 )
 
@@ -180,11 +181,12 @@ func main() {
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = "https://api.openai.com/v1"
 	}
-	c, err := session.New()
+	de, err := docker.New("")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(125)
 	}
+	c := session.NewWithEngine(de)
 	defer c.Close()
 	steps, err := Run(context.Background(), c, cfg)
 	if err != nil {

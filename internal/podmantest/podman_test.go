@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/internal/podmantest"
 	"github.com/runtimectl/runtimectl/internal/testenv"
@@ -55,8 +56,9 @@ func start(t *testing.T, c *session.Client, spec session.Spec) *session.Session 
 // lifecycle runs a bash session through the service: state across stop/start and across
 // `podman kill`, cp in and out, the hardening read back from inside, and rm.
 func lifecycle(t *testing.T, svc *podmantest.Service) {
-	c, err := session.New(session.WithHost(svc.Host))
+	de, err := docker.New(svc.Host)
 	require.NoError(t, err)
+	c := session.NewWithEngine(de)
 	t.Cleanup(func() { c.Close() })
 	// doctor and version name the engine, and know a rootless one.
 	eng, err := c.Engine(testenv.Ctx(t, time.Minute))
@@ -125,8 +127,9 @@ ulimit -u -n | awk '{print $NF}'`)
 // pythonState keeps a DataFrame across `podman kill`: the snapshot on the volume is loaded by
 // the new container process, nothing re-run.
 func pythonState(t *testing.T, svc *podmantest.Service) {
-	c, err := session.New(session.WithHost(svc.Host))
+	de, err := docker.New(svc.Host)
 	require.NoError(t, err)
+	c := session.NewWithEngine(de)
 	t.Cleanup(func() { c.Close() })
 	name := testenv.Name(t) + "-py"
 	s := start(t, c, session.Spec{Name: name})

@@ -22,7 +22,7 @@ import (
 
 // Service is a running Podman API service.
 type Service struct {
-	Host     string // unix://... for DOCKER_HOST or session.WithHost
+	Host     string // unix://... for DOCKER_HOST or docker.New
 	Rootless bool
 	User     string // the unprivileged user that runs a rootless service
 	dir      string

@@ -20,6 +20,7 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/session"
@@ -48,11 +49,12 @@ func Images(t testing.TB) {
 		t.Skip("integration test: needs Docker (skipped under -short)")
 	}
 	once.Do(func() {
-		c, err := session.New()
+		de, err := docker.New("")
 		if err != nil {
 			setupErr = err
 			return
 		}
+		c := session.NewWithEngine(de)
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 		defer cancel()
@@ -62,7 +64,7 @@ func Images(t testing.TB) {
 		}
 		for _, n := range lang.Names() {
 			l, _ := lang.Get(n)
-			if _, _, err := c.Images().Build(ctx, images.BuildOptions{Lang: l, Progress: progress}); err != nil {
+			if _, _, err := docker.From(c).Images().Build(ctx, images.BuildOptions{Lang: l, Progress: progress}); err != nil {
 				setupErr = fmt.Errorf("build %s image: %w", n, err)
 				return
 			}
@@ -77,10 +79,11 @@ func Images(t testing.TB) {
 func Client(t testing.TB) *session.Client {
 	t.Helper()
 	Images(t)
-	c, err := session.New()
+	de, err := docker.New("")
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := session.NewWithEngine(de)
 	t.Cleanup(func() { c.Close() })
 	return c
 }

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/session"
 )
 
@@ -29,8 +30,9 @@ func main() {
 	stdoutMiB := flag.Int("stdout", 0, "instead of code: stream this many MiB of stdout, and report MiB/s")
 	flag.Parse()
 	ctx := context.Background()
-	c, err := session.New()
+	e, err := docker.New("")
 	check(err)
+	c := session.NewWithEngine(e)
 	defer c.Close()
 	run := fmt.Sprint(time.Now().UnixNano() % 1e6)
 	var ss [2]*session.Session

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/runtimectl/runtimectl/bench"
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/session"
 )
 
@@ -67,11 +68,12 @@ func run(out, only string, scale float64, many int, rt, kubeconfig string, level
 		return 1
 	}
 	defer d.Close()
-	c, err := session.New()
+	de, err := docker.New("")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchrun:", err)
 		return 1
 	}
+	c := session.NewWithEngine(de)
 	defer c.Close()
 	if !d.ImageExists(ctx, bench.PythonImage) {
 		fmt.Fprintf(os.Stderr, "benchrun: no image %s; run `make images` first\n", bench.PythonImage)

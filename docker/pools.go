@@ -1,4 +1,4 @@
-package session
+package docker
 
 import (
 	"context"
@@ -14,17 +14,17 @@ import (
 	"github.com/runtimectl/runtimectl/volumes"
 )
 
-// dockerPools keeps warm pools on Docker: each pool's settings in the labels of an empty volume
+// pools keeps warm pools on Docker: each pool's settings in the labels of an empty volume
 // of its own (runtimectl_pool-NAME), a claim as a container rename and new volumes bound to the
 // member's.
-type dockerPools struct {
+type pools struct {
 	ctr *containers.Manager
 	vol *volumes.Manager
 }
 
 func poolVolume(name string) string { return "runtimectl_pool-" + name }
 
-func (d dockerPools) SavePool(ctx context.Context, name, config string) error {
+func (d pools) SavePool(ctx context.Context, name, config string) error {
 	api := d.vol.API()
 	if err := api.VolumeRemove(ctx, poolVolume(name), false); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("replace pool %s: %w", name, err)
@@ -39,7 +39,7 @@ func (d dockerPools) SavePool(ctx context.Context, name, config string) error {
 	return nil
 }
 
-func (d dockerPools) LoadPools(ctx context.Context) ([]string, error) {
+func (d pools) LoadPools(ctx context.Context) ([]string, error) {
 	r, err := d.vol.API().VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", contract.LabelRole+"="+contract.RolePool))})
 	if err != nil {
 		return nil, fmt.Errorf("list pools: %w", err)
@@ -51,7 +51,7 @@ func (d dockerPools) LoadPools(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-func (d dockerPools) DeletePool(ctx context.Context, name string) error {
+func (d pools) DeletePool(ctx context.Context, name string) error {
 	if err := d.vol.API().VolumeRemove(ctx, poolVolume(name), false); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("remove pool %s: %w", name, err)
 	}
@@ -61,7 +61,7 @@ func (d dockerPools) DeletePool(ctx context.Context, name string) error {
 // Adopt renames the member's container to the session's name (Docker refuses a name in use:
 // no session is overwritten) and creates the session's volumes as binds of the member's. When
 // the volumes cannot be made, the renamed container and what was made of them are removed.
-func (d dockerPools) Adopt(ctx context.Context, member, name, settings string) error {
+func (d pools) Adopt(ctx context.Context, member, name, settings string) error {
 	st, err := contract.DecodeSettings(settings)
 	if err != nil {
 		return err
@@ -77,5 +77,3 @@ func (d dockerPools) Adopt(ctx context.Context, member, name, settings string) e
 	}
 	return err
 }
-
-var _ Pools = dockerPools{}
