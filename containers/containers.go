@@ -228,10 +228,10 @@ func (m *Manager) CreateIfAbsent(ctx context.Context, s Spec) (Info, bool, error
 }
 
 // CreateStarts is false: a container is made stopped, and files can be copied into it before
-// its agent starts (see session.Runtimes).
+// its agent starts (see engine.Runtimes).
 func (m *Manager) CreateStarts() bool { return false }
 
-// StopRemoves is false: a stopped container stays (see session.Runtimes).
+// StopRemoves is false: a stopped container stays (see engine.Runtimes).
 func (m *Manager) StopRemoves() bool { return false }
 
 // Start starts the container; starting a running one is a no-op.

@@ -3,8 +3,10 @@
 // build records in a label (contract.LabelAgent); the build also records a hash of its whole
 // context, so that an image whose content has not changed is not built again.
 //
-// It is one of the three packages that import the Docker SDK; its exported types are the
-// project's own.
+// It is part of the Docker engine (package docker, which checks sessions' images with it for
+// the library, engine.ImageChecker, and hands it to `runtimectl image` and tcsession); with
+// containers and volumes it is where the Docker SDK is imported. Its exported types are the
+// project's own, its errors engine's. Imports: the Docker SDK, engine, contract, lang.
 package images
 
 import (

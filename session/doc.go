@@ -3,7 +3,8 @@
 // streamed, and stop, remove, list, snapshot and restore sessions. The commands of
 // cmd/runtimectl are thin layers over it.
 //
-//	c, _ := session.New()
+//	e, _ := docker.New("") // DOCKER_HOST, or the local socket
+//	c := session.NewWithEngine(e)
 //	s, _, _ := c.Start(ctx, session.Spec{Name: "demo", Lang: "python"})
 //	res, _ := s.Exec(ctx, "x = 40 + 2\nx", session.ExecOptions{})
 //	fmt.Println(*res.Result) // 42
@@ -11,11 +12,13 @@
 // Other engines plug in below the same API through package engine (NewWithEngine; kube.Backend
 // is the Kubernetes engine).
 //
-// A Session keeps one private stream to the session's agent open (a docker exec of the relay),
+// A Session keeps one private stream to the session's agent open (on Docker, an exec of the relay),
 // so only its first request pays for opening it. It is safe for concurrent use: requests are
 // multiplexed over the stream and run one at a time in arrival order. If the container dies,
 // the next call starts it again and the agent restores the latest snapshot.
 //
-// This package imports containers, images and volumes (which hide the Docker SDK), execproto,
-// history and snapshot; never the Docker SDK itself (nor client-go: kube imports session).
+// This package imports engine (the seam: its types, errors and interfaces), contract, lang,
+// execproto, history and snapshot; never an engine (docker, kube, containers, volumes, images)
+// nor an engine's SDK (Docker's, client-go): the engines import engine, and a program hands
+// one to NewWithEngine.
 package session

@@ -217,7 +217,7 @@ func TestRunWithoutTheImageSaysHowToBuildIt(t *testing.T) {
 	require.Error(t, err)
 	assert.Nil(t, ctr)
 	assert.Contains(t, err.Error(), "no image runtimectl/python:no-such-tag")
-	assert.Contains(t, err.Error(), "build it first (Client.Images().Build")
+	assert.Contains(t, err.Error(), "build it first (docker.From(client).Images().Build")
 	_, ok := listed(t, c, name)
 	assert.False(t, ok, "nothing is left behind")
 }

@@ -4,8 +4,9 @@
 // be created again exactly as it was; and the state volume (StateName), mounted at
 // contract.StateDir, root's alone, where the agent keeps the history and snapshots.
 //
-// It is one of the three packages that import the Docker SDK; its exported types are the
-// project's own.
+// It is part of the Docker engine (package docker, which implements engine.Storage with it);
+// with containers and images it is where the Docker SDK is imported, and its exported types
+// are engine's (engine.Volume) and errors engine's. Imports: the Docker SDK, engine, contract.
 package volumes
 
 import (

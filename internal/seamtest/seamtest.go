@@ -1,6 +1,6 @@
 // Package seamtest holds the session tests that run the same on every backend: the session
 // package runs them on Docker and the kube package on the local Kubernetes cluster, through the
-// same session.Client API (session.Runtimes and session.Storage below it). What only one engine
+// same session.Client API (package engine below it). What only one engine
 // has (Docker's inspect documents, Kubernetes' claims and evictions) is tested beside them in
 // each package.
 package seamtest
