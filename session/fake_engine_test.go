@@ -386,10 +386,12 @@ func (r fakeRuntimes) Stat(_ context.Context, name, p string) (engine.PathInfo, 
 	return engine.PathInfo{Exists: ok, Size: int64(len(b))}, nil
 }
 
-func (r fakeRuntimes) Host() string                             { return "fake://" }
-func (r fakeRuntimes) About(context.Context) (engine.About, error) { return engine.About{Name: "Fake"}, nil }
-func (r fakeRuntimes) CreateStarts() bool                        { return r.f.createStarts }
-func (r fakeRuntimes) StopRemoves() bool                         { return r.f.stopRemoves }
+func (r fakeRuntimes) Host() string { return "fake://" }
+func (r fakeRuntimes) About(context.Context) (engine.About, error) {
+	return engine.About{Name: "Fake"}, nil
+}
+func (r fakeRuntimes) CreateStarts() bool { return r.f.createStarts }
+func (r fakeRuntimes) StopRemoves() bool  { return r.f.stopRemoves }
 
 // fakeStorage is the world's volumes.
 type fakeStorage struct{ f *fakeEngine }

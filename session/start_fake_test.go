@@ -234,4 +234,3 @@ func TestStartOnAnEngineWhoseStopRemovesTheRuntime(t *testing.T) {
 	assert.Equal(t, StartInfo{Recreate: true}, info)
 	assert.Equal(t, []string{"create k"}, f.called("create", "start", "volume-create"))
 }
-
