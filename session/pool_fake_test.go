@@ -171,4 +171,3 @@ func TestPoolFillRemoveAndGCOnAFakeEngine(t *testing.T) {
 	assert.Empty(t, f.members("q"))
 	require.ErrorIs(t, c.RemovePool(ctx, "q"), ErrNotFound)
 }
-
