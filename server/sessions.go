@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/history"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -43,19 +42,11 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, tok Token) {
 
 // info describes one session without starting it.
 func (s *Server) info(ctx context.Context, name string) (session.Info, error) {
-	st, err := s.cfg.Client.RecordedSettings(ctx, name)
+	in, running, err := s.cfg.Client.Info(ctx, name)
 	if err != nil {
-		return session.Info{}, err
-	}
-	in := session.Info{Name: name, Lang: st.Lang, Image: st.Image, Created: st.Created, Executions: -1, Owner: st.Owner, State: "removed"}
-	ci, err := s.cfg.Client.Runtimes().Inspect(ctx, name)
-	switch {
-	case err == nil:
-		in.State = string(ci.State)
-	case !errors.Is(err, engine.ErrNotFound):
 		return in, err
 	}
-	if ci.Running {
+	if running {
 		if h, err := s.handle(ctx, name); err == nil {
 			if stat, err := h.Status(ctx); err == nil {
 				in.Executions, in.LastExec = stat.NextSeq-1, stat.LastExec

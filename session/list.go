@@ -69,12 +69,7 @@ func (c *Client) ListWith(ctx context.Context, o ListOptions) ([]Info, error) {
 		byName[ci.Session] = in
 		out = append(out, in)
 	}
-	// A session with volumes and no runtime: its container was removed (Docker), or it was
-	// stopped (Kubernetes deletes the pod).
-	noRuntime := "removed"
-	if c.ctr.StopRemoves() {
-		noRuntime = "stopped"
-	}
+	noRuntime := c.noRuntime()
 	for _, v := range vols {
 		if isPoolMember(v.Session) {
 			continue // a warm pool's, or the data of a session claimed from one

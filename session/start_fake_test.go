@@ -234,3 +234,39 @@ func TestStartOnAnEngineWhoseStopRemovesTheRuntime(t *testing.T) {
 	assert.Equal(t, StartInfo{Recreate: true}, info)
 	assert.Equal(t, []string{"create k"}, f.called("create", "start", "volume-create"))
 }
+
+// Info says what List says of one session: "stopped" where a stop removes the runtime (the bug
+// the server had: a stopped Kubernetes session read "removed" over HTTP), "removed" where the
+// runtime was removed, the runtime's state otherwise.
+func TestInfoOfOneSessionIsItsListLine(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		stopRemoves bool
+		state       engine.State
+		want        string
+		running     bool
+	}{
+		{name: "running", state: engine.StateRunning, want: "running", running: true},
+		{name: "stopped on Docker", state: engine.StateExited, want: "exited"},
+		{name: "removed on Docker", want: "removed"},
+		{name: "stopped on Kubernetes", stopRemoves: true, want: "stopped"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeEngine(t)
+			f.stopRemoves = tc.stopRemoves
+			f.addSession(settingsOf(t, "s"), tc.state)
+			c := f.client()
+			in, running, err := c.Info(context.Background(), "s")
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, in.State)
+			assert.Equal(t, tc.running, running)
+			list, err := c.List(context.Background())
+			require.NoError(t, err)
+			require.Len(t, list, 1)
+			assert.Equal(t, list[0].State, in.State, "Info and List agree")
+			assert.Equal(t, "bash", in.Lang)
+		})
+	}
+	_, _, err := newFakeEngine(t).client().Info(context.Background(), "none")
+	require.ErrorIs(t, err, ErrNotFound)
+}
