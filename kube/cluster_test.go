@@ -234,7 +234,7 @@ func TestSessionPodLifecycle(t *testing.T) {
 	in, err := b.Inspect(ctx, name)
 	require.NoError(t, err)
 	assert.True(t, in.Running)
-	assert.Equal(t, "running", in.State)
+	assert.Equal(t, engine.StateRunning, in.State)
 	assert.Equal(t, name, in.Session)
 	assert.Equal(t, "bash", in.Lang)
 	assert.NotEmpty(t, in.Node)
