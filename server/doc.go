@@ -15,6 +15,7 @@
 // (streamable HTTP, package mcpserver) behind the same tokens: each token has its own MCP
 // server, which reaches the sessions the token reaches here.
 //
-// This package imports the session library (and through it nothing of Docker's SDK), mcpserver
-// and the MCP SDK, net/http and Prometheus' client library for /metrics.
+// This package imports the session library and engine's neutral types and errors (and through
+// them nothing of an engine's SDK: the program that runs the server hands the library its
+// engine), mcpserver and the MCP SDK, net/http and Prometheus' client library for /metrics.
 package server

@@ -20,4 +20,8 @@
 // Run never pulls a runtimectl image: a missing one is an error that says how to build it
 // (`runtimectl image build LANG`), unless WithBuild is given, which builds it from the
 // Dockerfiles embedded in this module.
+//
+// Imports: testcontainers-go, session (the library) and the Docker engine (docker, containers
+// for the hardened configuration, images), contract, lang. It is Docker's only: its containers
+// are testcontainers-go's.
 package tcsession
