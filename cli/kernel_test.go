@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -97,12 +98,12 @@ func TestKernelWithJupyterClient(t *testing.T) {
 	// A shutdown without restart stops the session and keeps it, with its history.
 	infos, err := c.List(ctx)
 	require.NoError(t, err)
-	states := map[string]string{}
+	states := map[string]session.State{}
 	for _, i := range infos {
 		states[i.Name] = i.State
 	}
 	for _, n := range names {
-		assert.Equal(t, "exited", states[n], "session %s after its kernel's shutdown", n)
+		assert.Equal(t, engine.StateExited, states[n], "session %s after its kernel's shutdown", n)
 	}
 	execs, _, err := c.History(ctx, names[0])
 	require.NoError(t, err)

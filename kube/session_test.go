@@ -159,7 +159,7 @@ func TestSessionClaimsAndEvictionOnKubernetes(t *testing.T) {
 	list, err := c.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
-	assert.Equal(t, "stopped", list[0].State)
+	assert.Equal(t, session.StateStopped, list[0].State)
 
 	s, _, err = c.Open(ctx, "ev")
 	require.NoError(t, err)

@@ -106,7 +106,7 @@ func (c *Client) GC(ctx context.Context, o GCOptions) ([]GCAction, error) {
 				func() error { return c.ctr.Remove(ctx, ci.Session, true) })
 			continue
 		}
-		if o.Orphans && ci.State == "dead" {
+		if o.Orphans && ci.State == engine.StateDead {
 			do(GCAction{Session: ci.Session, Action: "remove container", Reason: "the container is dead; its state stays on the volume and the next start makes a new one"},
 				func() error { return c.ctr.Remove(ctx, ci.Session, true) })
 			continue

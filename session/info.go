@@ -10,11 +10,11 @@ import (
 // noRuntime is the state of a session that has volumes and no runtime: its container was
 // removed (Docker), or it was stopped (where a stop removes the runtime: Kubernetes deletes the
 // pod and keeps the claims).
-func (c *Client) noRuntime() string {
+func (c *Client) noRuntime() State {
 	if c.ctr.StopRemoves() {
-		return "stopped"
+		return StateStopped
 	}
-	return "removed"
+	return StateRemoved
 }
 
 // Info returns session name's line of List without starting it or reaching its agent: the
@@ -30,7 +30,7 @@ func (c *Client) Info(ctx context.Context, name string) (Info, bool, error) {
 	ci, err := c.ctr.Inspect(ctx, name)
 	switch {
 	case err == nil:
-		in.State = string(ci.State)
+		in.State = ci.State
 	case !errors.Is(err, engine.ErrNotFound):
 		return in, false, err
 	}

@@ -20,11 +20,25 @@ import (
 // StateDir is the runtime's own directory: the session's state volume.
 const StateDir = contract.StateDir
 
+// State is a session's state as List and Info say it: its runtime's (engine.State: running,
+// exited, created, ... on Docker; pending, running, exited, terminating, evicted on
+// Kubernetes), or for a session with volumes and no runtime StateRemoved (Docker) or
+// StateStopped (where a stop removes the runtime). A runtime whose volume is gone has
+// OrphanSuffix after its state.
+type State = engine.State
+
+// The states of a session without a runtime, and the mark of one without volumes.
+const (
+	StateRemoved State = "removed" // its container was removed; its volumes (and state) remain
+	StateStopped State = "stopped" // stopped where that removes the runtime (Kubernetes deletes the pod)
+	OrphanSuffix       = " (orphan: no volume)"
+)
+
 // Info is one line of `runtimectl session ls`.
 type Info struct {
 	Name       string    `json:"name"`
 	Lang       string    `json:"lang"`
-	State      string    `json:"state"` // running, exited, created, removed (volume only)
+	State      State     `json:"state"`
 	Image      string    `json:"image"`
 	Created    time.Time `json:"created"`
 	Executions int64     `json:"executions"` // the latest execution's seq (see executions); -1 when unknown
@@ -65,7 +79,7 @@ func (c *Client) ListWith(ctx context.Context, o ListOptions) ([]Info, error) {
 		if ci.Session == "" || isPoolMember(ci.Session) {
 			continue
 		}
-		in := &Info{Name: ci.Session, Lang: ci.Lang, State: string(ci.State), Image: ci.Image, Created: ci.Created, Executions: -1}
+		in := &Info{Name: ci.Session, Lang: ci.Lang, State: ci.State, Image: ci.Image, Created: ci.Created, Executions: -1}
 		byName[ci.Session] = in
 		out = append(out, in)
 	}
@@ -102,7 +116,7 @@ func (c *Client) ListWith(ctx context.Context, o ListOptions) ([]Info, error) {
 	}
 	for _, in := range out {
 		if in.State != noRuntime && !hasVol[in.Name] {
-			in.State += " (orphan: no volume)"
+			in.State += OrphanSuffix
 		}
 	}
 	if o.Keep != nil {
@@ -126,7 +140,7 @@ func (c *Client) ListWith(ctx context.Context, o ListOptions) ([]Info, error) {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			if in.State == "running" {
+			if in.State == engine.StateRunning {
 				s := &Session{c: c, name: in.Name}
 				if err := s.connect(cctx); err == nil {
 					if st, err := s.Status(cctx); err == nil {

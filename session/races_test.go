@@ -50,7 +50,7 @@ func assertWhole(t *testing.T, c *session.Client, name string) {
 	require.NoError(t, err)
 	for _, in := range infos {
 		if in.Name == name {
-			assert.Equal(t, "running", in.State)
+			assert.Equal(t, engine.StateRunning, in.State)
 		}
 	}
 }

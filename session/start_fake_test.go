@@ -243,7 +243,7 @@ func TestInfoOfOneSessionIsItsListLine(t *testing.T) {
 		name        string
 		stopRemoves bool
 		state       engine.State
-		want        string
+		want        State
 		running     bool
 	}{
 		{name: "running", state: engine.StateRunning, want: "running", running: true},

@@ -66,7 +66,7 @@ func TestRunGivesASessionThatRunsCodeAndTerminateRemovesIt(t *testing.T) {
 	info, ok := listed(t, c, ctr.SessionName())
 	require.True(t, ok, "session ls lists %s", ctr.SessionName())
 	assert.Equal(t, "python", info.Lang)
-	assert.Equal(t, "running", info.State)
+	assert.Equal(t, engine.StateRunning, info.State)
 	other, _, err := c.Open(ctx, ctr.SessionName())
 	require.NoError(t, err)
 	res, err = other.Exec(ctx, "x + 1", session.ExecOptions{})
@@ -198,7 +198,7 @@ func TestWithKeepVolumeKeepsTheSessionForSessionStart(t *testing.T) {
 
 	info, ok := listed(t, c, name)
 	require.True(t, ok, "the volume is kept")
-	assert.Equal(t, "removed", info.State)
+	assert.Equal(t, session.StateRemoved, info.State)
 	s, _, err := c.Start(ctx, session.Spec{Name: name})
 	require.NoError(t, err)
 	defer s.Close()
