@@ -240,10 +240,11 @@ func (m *Manager) Start(ctx context.Context, session string) error {
 		if strings.Contains(err.Error(), "container-init binary not found") {
 			return fmt.Errorf("start container of session %q: %w; Podman's init binary is missing: install the catatonit package (apt-get install catatonit)", session, m.classify(err))
 		}
+		cerr := m.classify(err)
 		if IsNetworkGone(err) {
-			err = engine.Also(err, engine.ErrNetworkGone)
+			cerr = engine.Also(cerr, engine.ErrNetworkGone)
 		}
-		return fmt.Errorf("start container of session %q: %w", session, m.classify(err))
+		return fmt.Errorf("start container of session %q: %w", session, cerr)
 	}
 	return nil
 }

@@ -276,7 +276,7 @@ func TestHandleStopRemoveTerminateAndTypedErrors(t *testing.T) {
 	_, _, err = c.Start(ctx, session.Spec{Name: testenv.Name(t), Image: "runtimectl/python:no-such-tag"})
 	assert.ErrorIs(t, err, session.ErrNoImage)
 	assert.NotErrorIs(t, err, session.ErrInvalid)
-	assert.Contains(t, err.Error(), "build it first (Client.Images().Build")
+	assert.Contains(t, err.Error(), "build it first (docker.From(client).Images().Build")
 	assert.Contains(t, advice.CLI(err), "image build")
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/session"
@@ -98,7 +99,7 @@ func Lifecycle(t *testing.T, e Env) {
 		}
 	}
 	require.NotNil(t, found, "ls lists it")
-	assert.Equal(t, "running", found.State)
+	assert.Equal(t, engine.StateRunning, found.State)
 
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "in.txt"), []byte("from the host\n"), 0o644))
@@ -118,7 +119,7 @@ func Lifecycle(t *testing.T, e Env) {
 	require.NoError(t, err)
 	for _, i := range list {
 		if i.Name == name {
-			assert.NotEqual(t, "running", i.State)
+			assert.NotEqual(t, engine.StateRunning, i.State)
 		}
 	}
 
