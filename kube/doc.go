@@ -9,6 +9,6 @@
 // The mapping from a session's spec to Kubernetes objects (Pod, Claims, Policy) is pure
 // functions, tested without a cluster; Backend drives a cluster through client-go and
 // implements engine.Engine directly (its pods are engine.Runtimes, its claims engine.Storage,
-// its pools engine.Pools). It imports client-go, k8s.io/api and k8s.io/apimachinery, engine and
-// contract, and nothing of the Docker SDK.
+// its pools engine.Pools, its proxy pods engine.Egress). It imports client-go, k8s.io/api and
+// k8s.io/apimachinery, engine, contract and egress, and nothing of the Docker SDK.
 package kube

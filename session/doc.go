@@ -18,7 +18,7 @@
 // the next call starts it again and the agent restores the latest snapshot.
 //
 // This package imports engine (the seam: its types, errors and interfaces), contract, lang,
-// execproto, history and snapshot; never an engine (docker, kube, containers, volumes, images)
+// execproto, history, snapshot and egress (allowlists, secret headers, the proxies' CA); never an engine (docker, kube, containers, volumes, images)
 // nor an engine's SDK (Docker's, client-go): the engines import engine, and a program hands
 // one to NewWithEngine.
 package session
