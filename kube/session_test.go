@@ -261,7 +261,8 @@ func TestCLIOnKubernetes(t *testing.T) {
 	assert.Contains(t, stdout, "pods/exec")
 	stdout, _ = run(k, "doctor")
 	assert.Contains(t, stdout, "OK    permissions")
-	assert.Contains(t, stdout, "OK    image runtimectl/python:latest: on all 1 nodes")
+	py, _ := lang.Get("python")
+	assert.Contains(t, stdout, "OK    image "+images.Ref(py)+": on all 1 nodes") // runtimectl/python:latest, or RUNTIMECTL_IMAGE_TAG's
 	run(k, "session", "rm", "-f", "s")
 	stdout, _ = run(k, "session", "ls", "-q")
 	assert.NotContains(t, stdout, "s\n")

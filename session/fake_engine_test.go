@@ -41,6 +41,9 @@ type fakeEngine struct {
 	// images (no engine.ImageChecker); createStarts and stopRemoves are Kubernetes' traits.
 	noPools, noImages         bool
 	createStarts, stopRemoves bool
+	// egress gives the engine egress proxies (engine.Egress); proxies are the ones it runs.
+	egress  bool
+	proxies map[string]engine.EgressSpec
 
 	// Hooks: a non-nil one replaces the call (it may call the default, f.defaultX).
 	createIfAbsent func(ctx context.Context, spec engine.Spec) (engine.Info, bool, error)
@@ -67,7 +70,7 @@ func newFakeEngine(t testing.TB) *fakeEngine {
 	return &fakeEngine{
 		t: t, name: "fake",
 		ctrs: map[string]*fakeRuntime{}, vols: map[string]engine.Volume{}, pools: map[string]string{},
-		started: map[string]int{}, status: map[string]execproto.Status{},
+		started: map[string]int{}, status: map[string]execproto.Status{}, proxies: map[string]engine.EgressSpec{},
 	}
 }
 
@@ -162,10 +165,51 @@ func (f fakeImages) CheckImage(ctx context.Context, ref string) error {
 	return nil
 }
 
-// engineFor returns the engine a Client sees: f, with engine.ImageChecker unless noImages.
+// fakeEgress is the fake engine with egress proxies (engine.Egress): it logs each call and
+// keeps the spec it was given, which StartEgress asks for only when the proxy is new.
+type fakeEgress struct{ fakeImages }
+
+func (f fakeEgress) StartEgress(_ context.Context, session string, spec func() (engine.EgressSpec, error)) error {
+	f.log("egress-start %s", session)
+	f.mu.Lock()
+	_, ok := f.proxies[session]
+	f.mu.Unlock()
+	if ok {
+		return nil
+	}
+	s, err := spec()
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.proxies[session] = s
+	f.mu.Unlock()
+	return nil
+}
+
+func (f fakeEgress) StopEgress(_ context.Context, session string, _ time.Duration) error {
+	f.log("egress-stop %s", session)
+	return nil
+}
+
+func (f fakeEgress) RemoveEgress(_ context.Context, session string) error {
+	f.log("egress-remove %s", session)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.proxies, session)
+	return nil
+}
+
+func (f fakeEgress) EgressLogs(context.Context, string, int64) ([]byte, error) { return nil, nil }
+
+// engineFor returns the engine a Client sees: f, with engine.ImageChecker unless noImages, and
+// engine.Egress with egress.
 func (f *fakeEngine) engineFor() engine.Engine {
 	if f.noImages {
 		return f
+	}
+	if f.egress {
+		return fakeEgress{fakeImages{f}}
 	}
 	return fakeImages{f}
 }
