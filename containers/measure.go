@@ -139,7 +139,7 @@ func (m *Manager) RunHelper(ctx context.Context, cfg *container.Config, hc *cont
 // containers cannot reach one another, so the installer reaches the index but no session),
 // with the workspace volume mounted, a read-only root with a 1 GiB /tmp, its working folder
 // /tmp. It kills itself at its deadline and removes itself when it ends; it carries no
-// session's label (`session ls` never shows it), only contract.LabelHelper and LabelHelperFor, and
+// session's label (`session ls` never shows it), only contract.LabelHelper and contract.LabelHelperFor, and
 // `session gc` and `session rm` remove it.
 type Installer struct {
 	Image   string
