@@ -40,13 +40,13 @@ func TestAKilledForkIsNeverTakenForWhole(t *testing.T) {
 
 	list, err := c.List(ctx)
 	require.NoError(t, err)
-	state := ""
+	var state session.State
 	for _, in := range list {
 		if in.Name == fork {
 			state = in.State
 		}
 	}
-	assert.Equal(t, "incomplete fork", state)
+	assert.Equal(t, session.StateIncompleteFork, state)
 	_, _, err = c.Start(ctx, session.Spec{Name: fork})
 	require.ErrorIs(t, err, session.ErrInvalid)
 	assert.Contains(t, err.Error(), "is a fork of "+src.Name()+" that never ended")

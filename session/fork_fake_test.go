@@ -135,10 +135,11 @@ func TestForkBranchesOnAFakeEngine(t *testing.T) {
 			for p := range files {
 				rel, inState := strings.CutPrefix(p, contract.StateDir+"/")
 				if inState && p != contract.StatePath(manifest) && p != contract.StatePath(data) && rel != contract.HistoryFile &&
-					rel != contract.SnapshotsDir && rel != contract.SnapdataDir {
+					rel != contract.SnapshotsDir && rel != contract.SnapdataDir && rel != contract.ForkDoneFile {
 					t.Errorf("the fork holds %s of the source's state, which it should not", p)
 				}
 			}
+			assert.Contains(t, files, contract.StatePath(contract.ForkDoneFile), "the fork is whole: its done file is written")
 			execs, problems, err := history.Parse(bytes.NewReader(files[contract.StatePath(contract.HistoryFile)]))
 			require.NoError(t, err)
 			require.Empty(t, problems)

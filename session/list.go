@@ -31,7 +31,10 @@ type State = engine.State
 const (
 	StateRemoved State = "removed" // its container was removed; its volumes (and state) remain
 	StateStopped State = "stopped" // stopped where that removes the runtime (Kubernetes deletes the pod)
-	OrphanSuffix       = " (orphan: no volume)"
+	// StateIncompleteFork is a fork whose maker was killed before it was whole (refused at
+	// start; gc removes it once its maker is gone).
+	StateIncompleteFork State = "incomplete fork"
+	OrphanSuffix              = " (orphan: no volume)"
 )
 
 // Info is one line of `runtimectl session ls`.
@@ -96,7 +99,7 @@ func (c *Client) ListWith(ctx context.Context, o ListOptions) ([]Info, error) {
 				if incomplete, gone := c.forkIncomplete(ctx, v.Session, st); incomplete {
 					in.State = "forking"
 					if gone {
-						in.State = "incomplete fork"
+						in.State = StateIncompleteFork
 					}
 				}
 			}
