@@ -131,15 +131,23 @@ func (b *kernelBackend) Execute(ctx context.Context, req jupyter.ExecuteRequest,
 	if notice != "" {
 		out.Stream(jupyter.Stderr, notice)
 	}
+	// Both streams are held a moment and sent in one stream message, as ipykernel's buffered
+	// streams are (print('x') is one "x\n", not "x" and "\n"); what one holds is sent before
+	// anything on the other, or a display.
+	stdout := newHeldStream(func(p string) { out.Stream(jupyter.Stdout, p) })
 	stderr := newHeldStream(func(p string) { out.Stream(jupyter.Stderr, p) })
 	defer stderr.stop()
+	defer stdout.stop()
 	opts := session.ExecOptions{
 		StreamOnly: true,
 		Stdout: writerFunc(func(p []byte) {
 			stderr.flush() // what came before on stderr goes first
-			out.Stream(jupyter.Stdout, string(p))
+			stdout.write(string(p))
 		}),
-		Stderr: writerFunc(func(p []byte) { stderr.write(string(p)) }),
+		Stderr: writerFunc(func(p []byte) {
+			stdout.flush()
+			stderr.write(string(p))
+		}),
 		// A session stopped behind the kernel's back comes back by itself; that is the server
 		// log's to say, not the cell's (its outputs stay those of ipykernel).
 		OnNotice: func(m string) { b.log.Info(m, "session", s.Name()) },
@@ -151,6 +159,7 @@ func (b *kernelBackend) Execute(ctx context.Context, req jupyter.ExecuteRequest,
 	var pages []any
 	sawDisplay := false
 	opts.OnDisplay = func(d history.Display) {
+		stdout.flush()
 		stderr.flush()
 		pmu.Lock()
 		sawDisplay = true
@@ -172,6 +181,7 @@ func (b *kernelBackend) Execute(ctx context.Context, req jupyter.ExecuteRequest,
 		}
 	}
 	res, err := s.Exec(ctx, req.Code, opts)
+	stdout.flush()
 	if err != nil {
 		stderr.flush()
 		return errReply("RuntimectlError", err)
@@ -343,10 +353,11 @@ func (b *kernelBackend) Shutdown(ctx context.Context, restart bool) error {
 	return s.Stop(ctx)
 }
 
-// heldStream forwards stderr with a short delay, so that a traceback the interpreter writes
-// there just before the end of an execution can be taken out again (the error message
-// carries it, as ipykernel's does): what is held is sent within 100 ms, or before anything on
-// stdout, or at the end.
+// heldStream forwards a stream with a short delay: the chunks of one write (print's text and
+// its newline) go in one message, and a traceback the interpreter writes on stderr just before
+// the end of an execution can be taken out again (the error message carries it, as ipykernel's
+// does). What is held is sent within 100 ms, or before anything on the other stream, or at
+// the end.
 type heldStream struct {
 	mu    sync.Mutex
 	held  string

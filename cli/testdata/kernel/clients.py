@@ -134,6 +134,9 @@ class Clients(unittest.TestCase):
         self.assertIn("execute_input", types)
         self.assertEqual(streams(msgs, "stdout"), "to stdout\n")
         self.assertEqual(streams(msgs, "stderr"), "to stderr\n")
+        self.assertEqual([(m["content"]["name"], m["content"]["text"]) for m in of_type(msgs, "stream")],
+                         [("stdout", "to stdout\n"), ("stderr", "to stderr\n")],
+                         "a print is one stream message, as ipykernel's buffered streams send it")
         res = of_type(msgs, "execute_result")
         self.assertEqual(len(res), 1)
         self.assertEqual(res[0]["content"]["data"]["text/plain"], "42")
