@@ -72,6 +72,10 @@ NOTEBOOKS = {
         code("def double(n):\n    'Doubles n.'\n    return 2 * n\ndouble?"),
         code("double??"),
         code("__"),
+        code("%%timeit -n 2 -r 1\nsum(range(10))", compare="types"),
+        code("import os\nos.makedirs('sub', exist_ok=True)"),
+        code("%cd sub", compare="types"),
+        code("os.path.basename(os.getcwd()), os.environ['RUNTIMECTL_NB']"),
         code("%matplotlib inline\nimport matplotlib.pyplot as plt\nplt.plot([1, 2]);", compare="types"),
     ],
     "pandas": [
