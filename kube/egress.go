@@ -179,22 +179,9 @@ func (b *Backend) prepareEgress(ctx context.Context, s engine.Spec, pod *corev1.
 	return nil
 }
 
-// ErrEgressNotReady refuses --allow-host on Kubernetes. The proxy pod, the session pod's policy
-// and its resolver are written (below) and their manifests unit-tested, but on the local cluster
-// the session pod reached neither its resolver nor its proxy (TestEgressOnKubernetes, first run
-// 2026-12-03: name resolution failed, the relay reset every connection), so a session is refused
-// at once rather than started with an egress that does not work.
-var ErrEgressNotReady = errors.New("--allow-host is not available on Kubernetes yet (egress by name works on the Docker backend); start the session with --network none or bridge, or on Docker")
-
-// egressReady turns the proxy on once it works end to end on a cluster.
-const egressReady = false
-
 // StartEgress makes the session's proxy (its Secret from spec() when there is none, its policy,
 // its pod) and waits until it listens.
 func (b *Backend) StartEgress(ctx context.Context, session string, spec func() (engine.EgressSpec, error)) error {
-	if !egressReady {
-		return ErrEgressNotReady
-	}
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
 	name := EgressName(session)
@@ -266,14 +253,11 @@ func (b *Backend) waitEgress(ctx context.Context, session string) error {
 	}
 }
 
-// StopEgress deletes the proxy's pod (as a stop deletes the session's); its Secret stays, so
-// that the next start needs no secret values again.
-func (b *Backend) StopEgress(ctx context.Context, session string, _ time.Duration) error {
-	cctx, cancel := context.WithTimeout(ctx, b.call)
-	defer cancel()
-	err := b.cs.CoreV1().Pods(b.ns).Delete(cctx, EgressName(session), metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("stop the egress proxy of session %q: %w", session, b.classify(err))
+// StopEgress deletes the proxy's pod and waits until it is gone (as a stop deletes the
+// session's); its Secret stays, so that the next start needs no secret values again.
+func (b *Backend) StopEgress(ctx context.Context, session string, timeout time.Duration) error {
+	if err := b.deleteAndWait(ctx, EgressName(session), timeout); err != nil {
+		return fmt.Errorf("stop the egress proxy of session %q: %w", session, err)
 	}
 	return nil
 }

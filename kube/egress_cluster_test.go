@@ -2,39 +2,159 @@ package kube
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runtimectl/runtimectl/contract"
 	"github.com/runtimectl/runtimectl/images"
 	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/session"
 )
 
-// Egress by name is not offered on Kubernetes yet (ErrEgressNotReady): a session with allowed
-// hosts is refused at once, with what to do, and neither a proxy pod nor a session pod is
-// made. The end-to-end test of the proxy pod, kept for
-// when it works, failed on its first run on the local cluster (2026-12-03).
+// Egress by name on the cluster: the session's proxy is a pod of the namespace, the session's
+// pod resolves through its agent and may reach only the proxy (its NetworkPolicy, checked here
+// as written: the local cluster's bridge does not enforce it), an allowed
+// host is reached by name with its secret header added, and everything else is refused at once
+// with the host and the flag. The upstream "host" is a server of this test on the node's
+// address (the local cluster's pods have no way out), named web.test through the proxy's hosts.
 func TestEgressOnKubernetes(t *testing.T) {
-	c, kb := sessionClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	_, kb := sessionClient(t)
+	nodeIP := localAddr(t)
+	var mu sync.Mutex
+	var seen []http.Header
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Clone())
+		mu.Unlock()
+		fmt.Fprintf(w, "web %s\n", r.URL.Path)
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	port := l.Addr().(*net.TCPAddr).Port
+	const secret = "kube-secret-5e1f0c2a9d"
+	c := session.NewWithEngine(kb, session.WithEgress(session.EgressOptions{
+		Hosts:  map[string][]string{"web.test": {nodeIP}, "other.test": {nodeIP}},
+		Lookup: func(k string) (string, bool) { return secret, k == "KUBE_SECRET" },
+	}))
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	bash, _ := lang.Get("bash")
 	name := "eg-" + randHex(3)
-	start := time.Now()
-	_, _, err := c.Start(ctx, session.Spec{Name: name, Lang: "bash", Image: images.Ref(bash), Memory: 256 << 20,
-		AllowHosts: []string{"web.test:80"}})
+	web := fmt.Sprintf("web.test:%d", port)
+	s, _, err := c.Start(ctx, session.Spec{Name: name, Lang: "bash", Image: images.Ref(bash), Memory: 256 << 20,
+		AllowHosts: []string{web}, SecretHeaders: []string{web + "=X-Api-Key:KUBE_SECRET"}})
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Remove(context.Background(), name, true) })
-	require.Error(t, err)
-	assert.ErrorIs(t, err, ErrEgressNotReady)
-	assert.Contains(t, err.Error(), "--allow-host is not available on Kubernetes yet")
-	assert.Less(t, time.Since(start), 30*time.Second, "refused at once")
+	defer s.Close()
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpEgress(t, c, kb, name)
+		}
+	})
+
+	// The objects: the proxy's pod in the namespace, the session's policy open to it only.
+	proxy, err := kb.cs.CoreV1().Pods(kb.ns).Get(ctx, EgressName(name), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, Key(name), proxy.Labels[contract.LabelEgress])
+	pol, err := kb.cs.NetworkingV1().NetworkPolicies(kb.ns).Get(ctx, PolicyName(name), metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Len(t, pol.Spec.Egress, 1)
+	assert.Equal(t, Key(name), pol.Spec.Egress[0].To[0].PodSelector.MatchLabels[contract.LabelEgress])
+	pod, err := kb.cs.CoreV1().Pods(kb.ns).Get(ctx, PodName(name), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"127.0.0.1"}, pod.Spec.DNSConfig.Nameservers)
+
+	exec := func(code string) string {
+		r, err := s.Exec(ctx, code, session.ExecOptions{})
+		require.NoError(t, err)
+		return r.Stdout + r.Stderr
+	}
+	// By name, on the allowed port: the relay, the proxy, the host, with the secret header.
+	out := exec(fmt.Sprintf(`exec 3<>/dev/tcp/web.test/%d; printf 'GET /by-name HTTP/1.0\r\nHost: %s\r\n\r\n' >&3; cat <&3; exec 3<&-`, port, web))
+	assert.Contains(t, out, "web /by-name", out)
+	// Through HTTP_PROXY.
+	out = exec(fmt.Sprintf(`echo "$HTTP_PROXY"; exec 3<>/dev/tcp/127.0.0.1/3128; printf 'GET http://%s/via-proxy HTTP/1.0\r\nHost: %s\r\n\r\n' >&3; cat <&3; exec 3<&-`, web, web))
+	assert.Contains(t, out, contract.EgressProxyURL)
+	assert.Contains(t, out, "web /via-proxy", out)
+	// Refused at once, naming the host and the flag: another name, another port, an address.
+	for host, want := range map[string]string{
+		fmt.Sprintf("other.test:%d", port): "other.test",
+		"web.test:1":                       "web.test",
+		fmt.Sprintf("%s:%d", nodeIP, port): nodeIP,
+	} {
+		start := time.Now()
+		out = exec(fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/3128; printf 'GET http://%s/ HTTP/1.0\r\nHost: %s\r\n\r\n' >&3; cat <&3; exec 3<&-`, host, host))
+		assert.Less(t, time.Since(start), 3*time.Second)
+		assert.Contains(t, out, " 403 ", host)
+		assert.Contains(t, out, want, host)
+		assert.Contains(t, out, "--allow-host", host)
+	}
+	out = exec(`getent hosts other.test || echo nxdomain`)
+	assert.Contains(t, out, "nxdomain")
+
+	mu.Lock()
+	require.Len(t, seen, 2, "the host got the two allowed requests only")
+	for _, h := range seen {
+		assert.Equal(t, secret, h.Get("X-Api-Key"))
+	}
+	mu.Unlock()
+	// The secret is nowhere in the session: its environment, any process's, its pod.
+	out = exec(`cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -c ` + secret[:10] + ` || true; env | grep -c ` + secret[:10] + ` || true`)
+	assert.Equal(t, "0\n0\n", out)
+	b, _ := pod.Marshal()
+	assert.NotContains(t, string(b), secret)
+	r, err := c.EgressRefusals(ctx, name)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, r.Total, int64(4), "%+v", r.ByReason)
+	logs, err := c.Logs(ctx, name, 1<<20)
+	require.NoError(t, err)
+	assert.Contains(t, string(logs), "egress refused other.test")
+
+	// Stop and start: the proxy goes and comes back with the session.
+	require.NoError(t, c.Stop(ctx, name))
 	_, err = kb.cs.CoreV1().Pods(kb.ns).Get(ctx, EgressName(name), metav1.GetOptions{})
-	assert.True(t, apierrors.IsNotFound(err), "no proxy pod: %v", err)
-	_, err = kb.cs.CoreV1().Pods(kb.ns).Get(ctx, PodName(name), metav1.GetOptions{})
-	assert.True(t, apierrors.IsNotFound(err), "no session pod: %v", err)
+	assert.Error(t, err, "the proxy's pod is deleted with the session's")
+	s2, _, err := c.Open(ctx, name)
+	require.NoError(t, err)
+	defer s2.Close()
+	r2, err := s2.Exec(ctx, fmt.Sprintf(`exec 3<>/dev/tcp/web.test/%d; printf 'GET /again HTTP/1.0\r\nHost: %s\r\n\r\n' >&3; cat <&3`, port, web), session.ExecOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, r2.Stdout, "web /again")
+	require.NoError(t, c.Remove(ctx, name, true))
+	_, err = kb.cs.CoreV1().Secrets(kb.ns).Get(ctx, EgressName(name), metav1.GetOptions{})
+	assert.Error(t, err, "the proxy's Secret goes with the session")
+}
+
+// dumpEgress logs what a failed run needs: the session's log (the agent's and its proxy's) and
+// both pods' states.
+func dumpEgress(t *testing.T, c *session.Client, kb *Backend, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logs, err := c.Logs(ctx, name, 1<<20)
+	t.Logf("session logs (err %v):\n%s", err, logs)
+	for _, pn := range []string{PodName(name), EgressName(name)} {
+		if p, err := kb.cs.CoreV1().Pods(kb.ns).Get(ctx, pn, metav1.GetOptions{}); err == nil {
+			t.Logf("pod %s: phase %s ip %s conditions %+v containers %+v", pn, p.Status.Phase, p.Status.PodIP, p.Status.Conditions, p.Status.ContainerStatuses)
+		}
+	}
+}
+
+// localAddr is this machine's address on its default route: the node's, which pods reach.
+func localAddr(t *testing.T) string {
+	conn, err := net.Dial("udp", "192.0.2.1:9")
+	require.NoError(t, err)
+	defer conn.Close()
+	return strings.Split(conn.LocalAddr().String(), ":")[0]
 }

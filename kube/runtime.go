@@ -35,9 +35,6 @@ func (b *Backend) Create(ctx context.Context, s engine.Spec) (engine.Info, error
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.call)
 	defer cancel()
-	if wantsEgress(s) && !egressReady {
-		return engine.Info{}, ErrEgressNotReady
-	}
 	if wantsEgress(s) {
 		if err := b.prepareEgress(ctx, s, pod); err != nil {
 			return engine.Info{}, err
