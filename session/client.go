@@ -250,12 +250,17 @@ func (c *Client) start(ctx context.Context, spec Spec, existing bool) (*Session,
 	if err := c.checkConflicts(ctx, spec); err != nil {
 		return nil, info, err
 	}
-	if st, err := c.RecordedSettings(ctx, spec.Name); err == nil && st.ForkOf != "" {
-		if incomplete, gone := c.forkIncomplete(ctx, spec.Name, st); incomplete {
-			return nil, info, errIncompleteFork(spec.Name, st, gone)
+	ci, err := c.ctr.Inspect(ctx, spec.Name)
+	if err != nil || !ci.Running || c.ctr.CreateStarts() {
+		// A fork whose maker was killed midway is never started as if whole. A running
+		// container on Docker is not one (a fork is started only once whole), so the start of
+		// a running session reads no settings for it.
+		if st, serr := c.RecordedSettings(ctx, spec.Name); serr == nil && st.ForkOf != "" {
+			if incomplete, gone := c.forkIncomplete(ctx, spec.Name, st); incomplete {
+				return nil, info, errIncompleteFork(spec.Name, st, gone)
+			}
 		}
 	}
-	ci, err := c.ctr.Inspect(ctx, spec.Name)
 	if err == nil && !ci.Running && remake(ci) {
 		// Made before sessions had a state volume, or made as a warm pool's member: made again
 		// with a state volume and the session's own settings (createContainer).

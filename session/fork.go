@@ -427,7 +427,7 @@ func matchAny(globs []string, rel string) bool {
 
 // forkIncomplete says whether session name (settings st) is a fork whose making never ended:
 // ForkOf is set and its state lacks ForkDoneFile. A fork that cannot be looked at (a stopped
-// Kubernetes session has no pod to ask) is not taken for incomplete. made says whether the
+// Kubernetes session has no pod to ask) is not taken for incomplete. makerGone says whether the
 // process that made it has ended (then the fork is a leftover, not one being made).
 func (c *Client) forkIncomplete(ctx context.Context, name string, st Settings) (incomplete, makerGone bool) {
 	if st.ForkOf == "" {
