@@ -122,8 +122,15 @@ func EgressPod(namespace, session, image string, o Options) *corev1.Pod {
 }
 
 // egressPod makes a session's pod one with allowed hosts: its proxy's address, its agent's
-// resolver, ports below 1024 on loopback for the agent's relay.
-func egressPod(pod *corev1.Pod, proxyIP string) {
+// resolver, ports below 1024 on loopback for the agent's relay, and unless policyOnly an init
+// container (PinName) that leaves the pod's network one route, to the proxy's pod. That init
+// container is the only part of the pod with CAP_NET_ADMIN (a namespace that enforces Pod
+// Security's baseline refuses it); the agent and the code have neither it nor CAP_NET_RAW, so
+// they cannot route around it.
+func egressPod(pod *corev1.Pod, proxyIP string, policyOnly bool) {
+	if !policyOnly {
+		pinRoutes(pod, proxyIP)
+	}
 	for i := range pod.Spec.Containers {
 		if pod.Spec.Containers[i].Name == ContainerName {
 			pod.Spec.Containers[i].Env = append(pod.Spec.Containers[i].Env, corev1.EnvVar{
@@ -142,6 +149,26 @@ func egressPod(pod *corev1.Pod, proxyIP string) {
 		pod.Spec.SecurityContext = &corev1.PodSecurityContext{}
 	}
 	pod.Spec.SecurityContext.Sysctls = append(pod.Spec.SecurityContext.Sysctls, corev1.Sysctl{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"})
+}
+
+// pinRoutes adds the init container that runs `runtime-egress pin PROXY-IP` (package
+// egress/pin) from the session's image, as root with CAP_NET_ADMIN only.
+func pinRoutes(pod *corev1.Pod, proxyIP string) {
+	no, yes := false, true
+	root := int64(0)
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{
+		Name: PinName, Image: pod.Spec.Containers[0].Image, ImagePullPolicy: corev1.PullIfNotPresent,
+		Command: []string{contract.EgressBinary, "pin", proxyIP},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsUser: &root, RunAsGroup: &root, RunAsNonRoot: &no,
+			AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes, Privileged: &no,
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN"}},
+		},
+		Resources: corev1.ResourceRequirements{
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi"), corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceEphemeralStorage: resource.MustParse("1Mi")},
+			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi"), corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceEphemeralStorage: resource.MustParse("1Mi")},
+		},
+	})
 }
 
 func joinHostPort(host string, port int) string {
@@ -163,7 +190,7 @@ func (b *Backend) prepareEgress(ctx context.Context, s engine.Spec, pod *corev1.
 	if p.Status.PodIP == "" {
 		return fmt.Errorf("create pod for session %q: its egress proxy %s has no address yet", s.Session, p.Name)
 	}
-	egressPod(pod, p.Status.PodIP)
+	egressPod(pod, p.Status.PodIP, b.opts.EgressPolicyOnly)
 	pol := EgressPolicy(b.ns, s.Session, s.Lang)
 	_, err = b.cs.NetworkingV1().NetworkPolicies(b.ns).Create(cctx, pol, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {

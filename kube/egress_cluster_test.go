@@ -15,7 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runtimectl/runtimectl/contract"
+	"github.com/runtimectl/runtimectl/egress"
 	"github.com/runtimectl/runtimectl/images"
+	"github.com/runtimectl/runtimectl/internal/fakenet"
 	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/session"
 )
@@ -157,4 +159,124 @@ func localAddr(t *testing.T) string {
 	require.NoError(t, err)
 	defer conn.Close()
 	return strings.Split(conn.LocalAddr().String(), ":")[0]
+}
+
+// The Docker egress tests (session/egress_test.go) on the cluster, against the same fake
+// internet, its ports published on the node (which the proxies' pods reach; the Docker network
+// they do not): by name over HTTP and HTTPS (CONNECT, the SNI checked), pip from an allowed
+// index and not from a denied name, and everything else refused at once. The session's pod has
+// one route, to its proxy's pod (runtime-egress pin), so what its code tries straight fails
+// with no route: the node's address, its gateway, another session's pod and proxy, an outside
+// address, UDP (a DNS query to an outside resolver gets nothing), IPv6. Two sessions with
+// different allowlists each reach only theirs.
+func TestEgressOnKubernetesReachesOnlyTheAllowedHosts(t *testing.T) {
+	_, kb := sessionClient(t)
+	nodeIP := localAddr(t)
+	py, _ := lang.Get("python")
+	bash, _ := lang.Get("bash")
+	in := fakenet.Start(t, images.Ref(py), fakenet.Published(nodeIP))
+	gw := podGateway(t)
+	hosts := in.Hosts()
+	hosts[fakenet.EngineHost] = []string{gw}
+	c := session.NewWithEngine(kb, session.WithEgress(session.EgressOptions{Hosts: hosts, UpstreamCAs: in.CAPEM}))
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	at := func(name string, port int) string { return fmt.Sprintf("%s:%d", name, in.Port(name, port)) }
+	start := func(spec session.Spec) *session.Session {
+		spec.Name = "eg-" + randHex(3)
+		s, _, err := c.Start(ctx, spec)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Remove(context.Background(), spec.Name, true) })
+		t.Cleanup(func() { s.Close() })
+		t.Cleanup(func() {
+			if t.Failed() {
+				dumpEgress(t, c, kb, spec.Name)
+			}
+		})
+		return s
+	}
+	exec := func(s *session.Session, code string) string {
+		r, err := s.Exec(ctx, code, session.ExecOptions{})
+		require.NoError(t, err)
+		require.Equal(t, contract.StatusOK, r.Status, "stdout %s\nstderr %s", r.Stdout, r.Stderr)
+		return r.Stdout
+	}
+	a := start(session.Spec{Lang: "python", Image: images.Ref(py), AllowHosts: []string{
+		at(fakenet.Allowed, 80), at(fakenet.Allowed, 443), at(fakenet.Index, 80), fakenet.EngineHost}})
+	b := start(session.Spec{Lang: "bash", Image: images.Ref(bash), Memory: 256 << 20, AllowHosts: []string{at(fakenet.Denied, 80)}})
+	podIP := func(name string) string {
+		p, err := kb.cs.CoreV1().Pods(kb.ns).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotEmpty(t, p.Status.PodIP, name)
+		return p.Status.PodIP
+	}
+	for _, s := range []*session.Session{a, b} {
+		p, err := kb.cs.CoreV1().Pods(kb.ns).Get(ctx, PodName(s.Name()), metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Len(t, p.Status.InitContainerStatuses, 2)
+		pin := p.Status.InitContainerStatuses[1]
+		require.NotNil(t, pin.State.Terminated, "%+v", pin.State)
+		assert.Zero(t, pin.State.Terminated.ExitCode, "%s: %+v", PinName, pin.State.Terminated)
+	}
+
+	require.NoError(t, a.WriteFile(ctx, "fakenet-ca.pem", strings.NewReader(in.CAPEM)))
+	got := in.CheckProbes(t, exec(a, in.Probes(map[string]fakenet.DirectProbe{
+		"direct_node_kubelet":  {Host: nodeIP, Port: 10250},
+		"direct_gateway":       {Host: gw, Port: in.Port(fakenet.Allowed, 80)},
+		"direct_other_pod":     {Host: podIP(PodName(b.Name())), Port: 80},
+		"direct_other_proxy":   {Host: podIP(EgressName(b.Name())), Port: egress.RelayPort},
+		"direct_outside":       {Host: "192.0.2.1", Port: 443},
+		"direct_allowed_by_ip": {Host: nodeIP, Port: in.Port(fakenet.Allowed, 80)},
+	})))
+	// Straight out there is no route at all: not a timeout, not a reset.
+	for _, name := range []string{"ipv4_direct", "ipv6_direct", "udp", "direct_node_kubelet", "direct_gateway", "direct_other_pod", "direct_other_proxy", "direct_outside", "direct_allowed_by_ip"} {
+		assert.Contains(t, got[name].Res, "Network is unreachable", name)
+	}
+	seen, err := in.Seen(ctx, fakenet.Denied)
+	require.NoError(t, err)
+	assert.Empty(t, seen, "denied.test got no request from the session that does not allow it")
+
+	// pip from the allowed index; the same index by a name not allowed fails at once.
+	pip := exec(a, fakenet.PipDownload(at(fakenet.Index, 80)))
+	assert.True(t, strings.HasPrefix(pip, "0 "), pip)
+	assert.Contains(t, pip, "Saved")
+	pip = exec(a, fakenet.PipDownload(at(fakenet.DeniedIndex, 80)))
+	assert.False(t, strings.HasPrefix(pip, "0 "), pip)
+	assert.Contains(t, pip, "denied-index.test")
+
+	// The other session reaches its host and not the first one's.
+	port := in.Port(fakenet.Denied, 80)
+	out := exec(b, fmt.Sprintf(`(exec 3<>/dev/tcp/denied.test/%d && printf 'GET /from-b HTTP/1.0\r\nHost: %s\r\n\r\n' >&3 && head -1 <&3); (exec 3<>/dev/tcp/allowed.test/%d) 2>/dev/null || echo no-allowed`,
+		port, at(fakenet.Denied, 80), in.Port(fakenet.Allowed, 80)))
+	assert.Contains(t, out, "200", out)
+	assert.Contains(t, out, "no-allowed", out)
+	seen, err = in.Seen(ctx, fakenet.Denied)
+	require.NoError(t, err)
+	require.Len(t, seen, 1)
+	assert.Equal(t, "/from-b", seen[0].Path)
+
+	ref, err := c.EgressRefusals(ctx, a.Name())
+	require.NoError(t, err)
+	assert.Positive(t, ref.ByReason["not_allowed"], "%+v", ref.ByReason)
+	assert.Positive(t, ref.ByReason["address"], "%+v", ref.ByReason)
+	assert.Positive(t, ref.ByReason["mismatch"], "%+v", ref.ByReason)
+	logs, err := c.Logs(ctx, a.Name(), 1<<20)
+	require.NoError(t, err)
+	assert.Contains(t, string(logs), "egress refused denied.test:")
+}
+
+// podGateway is the local cluster's pods' gateway: this machine's address on their bridge.
+func podGateway(t *testing.T) string {
+	ifc, err := net.InterfaceByName("kube-local0")
+	require.NoError(t, err, "the local cluster's bridge (scripts/kube/up.sh)")
+	addrs, err := ifc.Addrs()
+	require.NoError(t, err)
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	t.Fatalf("kube-local0 has no IPv4 address: %v", addrs)
+	return ""
 }

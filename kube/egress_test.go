@@ -38,7 +38,7 @@ func TestEgressPodResolvesOnLoopbackAndKnowsItsProxy(t *testing.T) {
 	require.True(t, wantsEgress(s))
 	pod, err := Pod("ns", s, Options{})
 	require.NoError(t, err)
-	egressPod(pod, "10.244.0.7")
+	egressPod(pod, "10.244.0.7", false)
 	assert.Equal(t, corev1.DNSNone, pod.Spec.DNSPolicy)
 	assert.Equal(t, []string{"127.0.0.1"}, pod.Spec.DNSConfig.Nameservers)
 	var env string
@@ -48,6 +48,23 @@ func TestEgressPodResolvesOnLoopbackAndKnowsItsProxy(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "tcp:10.244.0.7:3129", env)
+	// The pod's one route, set by the only container with CAP_NET_ADMIN; the agent has none.
+	require.Len(t, pod.Spec.InitContainers, 2)
+	pin := pod.Spec.InitContainers[1]
+	assert.Equal(t, PinName, pin.Name)
+	assert.Equal(t, []string{contract.EgressBinary, "pin", "10.244.0.7"}, pin.Command)
+	assert.Equal(t, pod.Spec.Containers[0].Image, pin.Image)
+	assert.Equal(t, []corev1.Capability{"ALL"}, pin.SecurityContext.Capabilities.Drop)
+	assert.Equal(t, []corev1.Capability{"NET_ADMIN"}, pin.SecurityContext.Capabilities.Add)
+	assert.False(t, *pin.SecurityContext.AllowPrivilegeEscalation)
+	assert.NotContains(t, pod.Spec.Containers[0].SecurityContext.Capabilities.Add, corev1.Capability("NET_ADMIN"))
+	assert.NotContains(t, pod.Spec.Containers[0].SecurityContext.Capabilities.Add, corev1.Capability("NET_RAW"))
+	// EgressPolicyOnly: the policy alone, no container with CAP_NET_ADMIN.
+	pod, err = Pod("ns", s, Options{EgressPolicyOnly: true})
+	require.NoError(t, err)
+	egressPod(pod, "10.244.0.7", true)
+	require.Len(t, pod.Spec.InitContainers, 1)
+	assert.Equal(t, InitName, pod.Spec.InitContainers[0].Name)
 
 	proxy := EgressPod("ns", "s1", "img", Options{})
 	c := proxy.Spec.Containers[0]

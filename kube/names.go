@@ -22,6 +22,9 @@ const (
 	// InitName is the init container that gives the claims and in-memory folders their owners
 	// and modes before the agent starts.
 	InitName = "prepare"
+	// PinName is the init container of a session with allowed hosts that leaves its pod one
+	// route, to its egress proxy's pod (runtime-egress pin).
+	PinName = "egress-pin"
 )
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)

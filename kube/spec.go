@@ -53,6 +53,11 @@ type Options struct {
 	// NodeSelector and Tolerations place session pods on the nodes meant for them.
 	NodeSelector map[string]string
 	Tolerations  []corev1.Toleration
+	// EgressPolicyOnly leaves a session with allowed hosts to its NetworkPolicy alone: its pod
+	// gets no init container that pins its routes to its proxy (PinName, which needs
+	// CAP_NET_ADMIN, outside Pod Security's baseline). Only where the CNI enforces
+	// NetworkPolicy; without it the session's code can reach other addresses itself.
+	EgressPolicyOnly bool
 }
 
 func (o Options) withDefaults() Options {

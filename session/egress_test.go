@@ -25,70 +25,6 @@ import (
 
 const egressSecret = "tok-3f9c1a7e5b2d4c6f8a0b"
 
-// probes is Python that tries every way out of a session and prints one JSON object: for
-// each probe, what came back (the first line of the error, or "ok ...") and how long it took.
-const probes = `
-import json, socket, ssl, struct, time, urllib.request, os
-ctx = ssl.create_default_context(cafile="/workspace/fakenet-ca.pem")
-out = {}
-def probe(name, f):
-    t = time.monotonic()
-    try:
-        r = f()
-        res = "ok " + str(r)
-    except Exception as e:
-        msg = str(e)
-        if hasattr(e, "read"):
-            try: msg += " " + e.read().decode()
-            except Exception: pass
-        res = "err " + type(e).__name__ + ": " + msg
-    out[name] = {"res": res.strip(), "secs": time.monotonic() - t}
-def get(url, c=None):
-    return json.load(urllib.request.urlopen(url, timeout=10, context=c))
-def direct(host, port, family=socket.AF_INET):
-    s = socket.socket(family, socket.SOCK_STREAM); s.settimeout(5)
-    try: s.connect((host, port)); return "connected"
-    finally: s.close()
-def udp():
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
-    q = struct.pack(">HHHHHH", 1, 0x100, 1, 0, 0, 0) + b"\x07example\x03com\x00\x00\x01\x00\x01"
-    s.sendto(q, ("8.8.8.8", 53)); return s.recvfrom(512)
-def mismatch():
-    s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
-    s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
-    head = s.recv(4096).decode()
-    if " 200" not in head.split("\r\n")[0]: return "no tunnel: " + head
-    c = ssl.create_default_context(); c.check_hostname = False; c.verify_mode = ssl.CERT_NONE
-    t = c.wrap_socket(s, server_hostname="denied.test")
-    t.sendall(b"GET / HTTP/1.1\r\nHost: denied.test\r\n\r\n"); return t.recv(100)
-def host_mismatch():
-    s = socket.create_connection(("allowed.test", 80), timeout=5)
-    s.sendall(b"GET / HTTP/1.1\r\nHost: denied.test\r\nConnection: close\r\n\r\n")
-    return s.recv(4096).decode().split("\r\n")[0] + " " + s.recv(4096).decode()[-200:]
-probe("http", lambda: get("http://allowed.test/a")["server"])
-probe("https", lambda: get("https://allowed.test/b", ctx)["server"])
-probe("denied", lambda: get("http://denied.test/"))
-probe("denied_https", lambda: get("https://denied.test/", ctx))
-probe("twin", lambda: get("http://twin.test/"))
-probe("ipv4_proxy", lambda: get("http://%s/" % DENIED_ADDR))
-probe("ipv4_direct", lambda: direct(DENIED_ADDR, 80))
-probe("ipv6_direct", lambda: direct("2001:db8::1", 80, socket.AF_INET6))
-probe("port", lambda: get("http://allowed.test:8080/"))
-probe("udp", udp)
-probe("dns_denied", lambda: socket.getaddrinfo("denied.test", 80))
-probe("dns_allowed", lambda: socket.getaddrinfo("allowed.test", 80)[0][4][0])
-probe("sni_mismatch", mismatch)
-probe("host_mismatch", host_mismatch)
-probe("engine_host", lambda: get("http://host.test/"))
-probe("env", lambda: os.environ.get("HTTPS_PROXY"))
-print(json.dumps(out))
-`
-
-type probeResult struct {
-	Res  string  `json:"res"`
-	Secs float64 `json:"secs"`
-}
-
 func egressClient(t *testing.T, in *fakenet.Internet) *session.Client {
 	t.Helper()
 	testenv.Images(t)
@@ -143,30 +79,8 @@ func TestEgressReachesOnlyTheAllowedHosts(t *testing.T) {
 	ctx := testenv.Ctx(t, 5*time.Minute)
 	require.NoError(t, s.WriteFile(ctx, "fakenet-ca.pem", strings.NewReader(in.CAPEM)))
 
-	r := egressRun(t, s, "DENIED_ADDR = "+pyQuote(in.Addr(fakenet.Denied))+"\n"+probes)
-	var got map[string]probeResult
-	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &got), r.Stdout)
-	for name, p := range got {
-		t.Logf("%-14s %.3fs %s", name, p.Secs, p.Res)
-	}
-	assert.Equal(t, "ok web", got["http"].Res)
-	assert.Equal(t, "ok web", got["https"].Res)
-	assert.Equal(t, "ok "+contract.EgressProxyURL, got["env"].Res)
-	assert.Equal(t, "ok 127.0.0.1", got["dns_allowed"].Res)
-	assert.Contains(t, got["host_mismatch"].Res, "HTTP/1.1 403 ", "a Host that is not the name asked for")
-	for _, name := range []string{"denied", "denied_https", "twin", "ipv4_proxy", "ipv4_direct", "ipv6_direct", "port", "udp", "dns_denied", "sni_mismatch", "engine_host"} {
-		p := got[name]
-		assert.True(t, strings.HasPrefix(p.Res, "err "), "%s: %s", name, p.Res)
-	}
-	for name, p := range got {
-		assert.Less(t, p.Secs, 1.0, "%s took %.2fs: %s", name, p.Secs, p.Res)
-	}
-	// Through the proxy the refusal names the host and the flag.
-	for name, host := range map[string]string{"denied": "denied.test", "twin": "twin.test", "ipv4_proxy": in.Addr(fakenet.Denied), "port": "allowed.test", "engine_host": "host.test", "host_mismatch": "denied.test"} {
-		assert.Contains(t, got[name].Res, host, name)
-		assert.Contains(t, got[name].Res, "--allow-host", name)
-	}
-	assert.Contains(t, got["sni_mismatch"].Res, "SSL", "the TLS handshake for another name is cut")
+	r := egressRun(t, s, in.Probes(nil))
+	in.CheckProbes(t, r.Stdout)
 	// The hosts saw only what was allowed.
 	seen, err := in.Seen(ctx, fakenet.Denied)
 	require.NoError(t, err)
@@ -212,13 +126,7 @@ func TestEgressPipFromAnAllowedIndexOnly(t *testing.T) {
 	c := egressClient(t, in)
 	s := startEgress(t, c, session.Spec{AllowHosts: []string{fakenet.Index}})
 	pip := func(index string) *session.Result {
-		r, err := s.Exec(testenv.Ctx(t, 3*time.Minute), `
-import subprocess, sys, time
-t = time.monotonic()
-p = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--retries", "0", "--timeout", "5", "--index-url", "http://`+index+`/simple", "--trusted-host", "`+index+`", "-d", "/tmp/dl-`+index+`", "`+fakenet.ProbePackage+`"], capture_output=True, text=True)
-print(p.returncode, round(time.monotonic() - t, 1))
-print(p.stdout[-600:], p.stderr[-600:])
-`, session.ExecOptions{})
+		r, err := s.Exec(testenv.Ctx(t, 3*time.Minute), fakenet.PipDownload(index), session.ExecOptions{})
 		require.NoError(t, err)
 		return r
 	}
@@ -338,8 +246,6 @@ func TestEgressAllowlistsAreNotShared(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, ref.Total, "the proxy went with the session")
 }
-
-func pyQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // A warm pool of sessions with allowed hosts: its members have their proxies ready, a start
 // with the same hosts takes one, and the session reaches its hosts through the member's proxy

@@ -4,6 +4,8 @@
 // agent, which every session runs and every client's stream execs, carries no HTTP or TLS code.
 //
 //	runtime-egress            serve, the config (JSON, egress.Config) in RUNTIMECTL_EGRESS
+//	runtime-egress pin ADDR   leave this network namespace one route, to ADDR (package egress/pin:
+//	                          the init container of a session's pod on Kubernetes, ADDR its proxy's)
 //	runtime-egress version
 //
 // Its log, one JSON line per refusal (egress.LogLine), goes to stderr, which the controller
@@ -19,6 +21,7 @@ import (
 	"syscall"
 
 	"github.com/runtimectl/runtimectl/egress"
+	"github.com/runtimectl/runtimectl/egress/pin"
 	"github.com/runtimectl/runtimectl/egress/proxy"
 )
 
@@ -31,7 +34,16 @@ func main() {
 			fmt.Println("runtime-egress", version)
 			return
 		}
-		fmt.Fprintln(os.Stderr, "usage: runtime-egress (config in "+egress.ConfigEnv+") | version")
+		if os.Args[1] == "pin" && len(os.Args) == 3 {
+			kept, err := pin.Pin(os.Args[2])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "runtime-egress:", err)
+				os.Exit(1)
+			}
+			fmt.Println("runtime-egress: pinned, the one route:", kept)
+			return
+		}
+		fmt.Fprintln(os.Stderr, "usage: runtime-egress (config in "+egress.ConfigEnv+") | pin ADDR | version")
 		os.Exit(2)
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

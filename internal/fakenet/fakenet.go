@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/go-connections/nat"
 	"github.com/testcontainers/testcontainers-go"
 	tcexec "github.com/testcontainers/testcontainers-go/exec"
 	"github.com/testcontainers/testcontainers-go/network"
@@ -50,7 +51,22 @@ type Internet struct {
 
 	hosts   map[string]string                   // name → address
 	servers map[string]testcontainers.Container // name → the container that serves it
+	ports   map[string]map[int]int              // name → its port → the port that reaches it (Published)
 }
+
+// Ports are the ports every host serves: HTTP, HTTP on another port, HTTPS.
+var Ports = []int{80, 8080, 443}
+
+// Option changes how Start makes the fake internet.
+type Option func(*options)
+
+type options struct{ published string }
+
+// Published publishes every host's Ports on this machine's addresses (ports Docker picks) and
+// names each host by addr, an address of this machine, instead of its container's: for a
+// cluster whose pods cannot reach the Docker network but reach this machine (the local
+// Kubernetes's node). Port says which port reaches which.
+func Published(addr string) Option { return func(o *options) { o.published = addr } }
 
 type hostDef struct {
 	names []string
@@ -60,8 +76,12 @@ type hostDef struct {
 
 // Start starts the fake internet's hosts from image (runtimectl's Python image) on a network of
 // their own, removed at the end of the test.
-func Start(t testing.TB, image string) *Internet {
+func Start(t testing.TB, image string, opts ...Option) *Internet {
 	t.Helper()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	nw, err := network.New(ctx, network.WithLabels(map[string]string{"io.runtimectl.test": "fakenet"}))
@@ -78,7 +98,7 @@ func Start(t testing.TB, image string) *Internet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &Internet{Network: nw.Name, CAPEM: string(caCert), hosts: map[string]string{}, servers: map[string]testcontainers.Container{}}
+	in := &Internet{Network: nw.Name, CAPEM: string(caCert), hosts: map[string]string{}, servers: map[string]testcontainers.Container{}, ports: map[string]map[int]int{}}
 	defs := []hostDef{
 		{names: []string{Allowed, Twin, API}, env: map[string]string{"FAKENET_NAME": "web"}},
 		{names: []string{Denied}, env: map[string]string{"FAKENET_NAME": "other"}},
@@ -104,7 +124,14 @@ func Start(t testing.TB, image string) *Internet {
 		for _, p := range slices.Sorted(maps.Keys(d.files)) {
 			files = append(files, testcontainers.ContainerFile{Reader: bytes.NewReader(d.files[p]), ContainerFilePath: "/srv/" + p, FileMode: 0o644})
 		}
+		var expose []string
+		if o.published != "" {
+			for _, p := range Ports {
+				expose = append(expose, fmt.Sprintf("%d/tcp", p))
+			}
+		}
 		ctr, err := testcontainers.Run(ctx, image,
+			testcontainers.WithExposedPorts(expose...),
 			testcontainers.WithEntrypoint("python3", "-c", serverPy),
 			testcontainers.WithEnv(d.env),
 			testcontainers.WithLabels(map[string]string{"io.runtimectl.test": "fakenet"}),
@@ -125,9 +152,21 @@ func Start(t testing.TB, image string) *Internet {
 			t.Fatalf("fakenet: host %s has no address on %s", d.names[0], nw.Name)
 		}
 		in.Gateway = ep.Gateway
+		ports, addr := map[int]int{}, ep.IPAddress
+		for _, p := range Ports {
+			ports[p] = p
+			if o.published != "" {
+				mp, err := ctr.MappedPort(ctx, nat.Port(fmt.Sprintf("%d/tcp", p)))
+				if err != nil {
+					t.Fatalf("fakenet: host %s: port %d: %v", d.names[0], p, err)
+				}
+				ports[p], addr = mp.Int(), o.published
+			}
+		}
 		for _, n := range d.names {
-			in.hosts[n] = ep.IPAddress
+			in.hosts[n] = addr
 			in.servers[n] = ctr
+			in.ports[n] = ports
 		}
 	}
 	in.hosts[EngineHost] = in.Gateway
@@ -145,6 +184,15 @@ func (in *Internet) Hosts() map[string][]string {
 
 // Addr returns the address of name.
 func (in *Internet) Addr(name string) string { return in.hosts[name] }
+
+// Port returns the port that reaches port (one of Ports) of the host serving name: port itself
+// unless Published.
+func (in *Internet) Port(name string, port int) int {
+	if p, ok := in.ports[name][port]; ok {
+		return p
+	}
+	return port
+}
 
 // Request is one request a host got.
 type Request struct {
