@@ -24,7 +24,8 @@ import (
 
 // Egress by name on the cluster: the session's proxy is a pod of the namespace, the session's
 // pod resolves through its agent and may reach only the proxy (its NetworkPolicy, checked here
-// as written: the local cluster's bridge does not enforce it), an allowed
+// as written: the local cluster's bridge does not enforce it; its one route, which
+// TestEgressOnKubernetesReachesOnlyTheAllowedHosts checks from inside), an allowed
 // host is reached by name with its secret header added, and everything else is refused at once
 // with the host and the flag. The upstream "host" is a server of this test on the node's
 // address (the local cluster's pods have no way out), named web.test through the proxy's hosts.
