@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -175,6 +176,9 @@ func TestEgressOnKubernetesReachesOnlyTheAllowedHosts(t *testing.T) {
 	nodeIP := localAddr(t)
 	py, _ := lang.Get("python")
 	bash, _ := lang.Get("bash")
+	if out, err := exec.Command("bash", scriptPath("import.sh"), images.Ref(py)).CombinedOutput(); err != nil {
+		t.Fatalf("import the python image: %v\n%s", err, out)
+	}
 	in := fakenet.Start(t, images.Ref(py), fakenet.Published(nodeIP))
 	gw := podGateway(t)
 	hosts := in.Hosts()
@@ -197,13 +201,13 @@ func TestEgressOnKubernetesReachesOnlyTheAllowedHosts(t *testing.T) {
 		})
 		return s
 	}
-	exec := func(s *session.Session, code string) string {
+	run := func(s *session.Session, code string) string {
 		r, err := s.Exec(ctx, code, session.ExecOptions{})
 		require.NoError(t, err)
 		require.Equal(t, contract.StatusOK, r.Status, "stdout %s\nstderr %s", r.Stdout, r.Stderr)
 		return r.Stdout
 	}
-	a := start(session.Spec{Lang: "python", Image: images.Ref(py), AllowHosts: []string{
+	a := start(session.Spec{Lang: "python", Image: images.Ref(py), Memory: 1 << 30, AllowHosts: []string{
 		at(fakenet.Allowed, 80), at(fakenet.Allowed, 443), at(fakenet.Index, 80), fakenet.EngineHost}})
 	b := start(session.Spec{Lang: "bash", Image: images.Ref(bash), Memory: 256 << 20, AllowHosts: []string{at(fakenet.Denied, 80)}})
 	podIP := func(name string) string {
@@ -222,7 +226,7 @@ func TestEgressOnKubernetesReachesOnlyTheAllowedHosts(t *testing.T) {
 	}
 
 	require.NoError(t, a.WriteFile(ctx, "fakenet-ca.pem", strings.NewReader(in.CAPEM)))
-	got := in.CheckProbes(t, exec(a, in.Probes(map[string]fakenet.DirectProbe{
+	got := in.CheckProbes(t, run(a, in.Probes(map[string]fakenet.DirectProbe{
 		"direct_node_kubelet":  {Host: nodeIP, Port: 10250},
 		"direct_gateway":       {Host: gw, Port: in.Port(fakenet.Allowed, 80)},
 		"direct_other_pod":     {Host: podIP(PodName(b.Name())), Port: 80},
@@ -239,16 +243,16 @@ func TestEgressOnKubernetesReachesOnlyTheAllowedHosts(t *testing.T) {
 	assert.Empty(t, seen, "denied.test got no request from the session that does not allow it")
 
 	// pip from the allowed index; the same index by a name not allowed fails at once.
-	pip := exec(a, fakenet.PipDownload(at(fakenet.Index, 80)))
+	pip := run(a, fakenet.PipDownload(at(fakenet.Index, 80)))
 	assert.True(t, strings.HasPrefix(pip, "0 "), pip)
 	assert.Contains(t, pip, "Saved")
-	pip = exec(a, fakenet.PipDownload(at(fakenet.DeniedIndex, 80)))
+	pip = run(a, fakenet.PipDownload(at(fakenet.DeniedIndex, 80)))
 	assert.False(t, strings.HasPrefix(pip, "0 "), pip)
 	assert.Contains(t, pip, "denied-index.test")
 
 	// The other session reaches its host and not the first one's.
 	port := in.Port(fakenet.Denied, 80)
-	out := exec(b, fmt.Sprintf(`(exec 3<>/dev/tcp/denied.test/%d && printf 'GET /from-b HTTP/1.0\r\nHost: %s\r\n\r\n' >&3 && head -1 <&3); (exec 3<>/dev/tcp/allowed.test/%d) 2>/dev/null || echo no-allowed`,
+	out := run(b, fmt.Sprintf(`(exec 3<>/dev/tcp/denied.test/%d && printf 'GET /from-b HTTP/1.0\r\nHost: %s\r\n\r\n' >&3 && head -1 <&3); (exec 3<>/dev/tcp/allowed.test/%d) 2>/dev/null || echo no-allowed`,
 		port, at(fakenet.Denied, 80), in.Port(fakenet.Allowed, 80)))
 	assert.Contains(t, out, "200", out)
 	assert.Contains(t, out, "no-allowed", out)
