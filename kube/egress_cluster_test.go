@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
+	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -271,17 +274,15 @@ func TestEgressOnKubernetesReachesOnlyTheAllowedHosts(t *testing.T) {
 	assert.Contains(t, string(logs), "egress refused denied.test:")
 }
 
-// podGateway is the local cluster's pods' gateway: this machine's address on their bridge.
+// podGateway is the local cluster's pods' gateway, this machine's address on their bridge: the
+// first address of the bridge's subnet (host-local's default), read from up.sh's CNI
+// configuration, since the bridge itself comes with the first pod.
 func podGateway(t *testing.T) string {
-	ifc, err := net.InterfaceByName("kube-local0")
-	require.NoError(t, err, "the local cluster's bridge (scripts/kube/up.sh)")
-	addrs, err := ifc.Addrs()
+	b, err := os.ReadFile("/run/kube-local/cni/net.d/10-kube-local.conflist")
+	require.NoError(t, err, "the local cluster's CNI configuration (scripts/kube/up.sh)")
+	m := regexp.MustCompile(`"subnet":"([^"]+)"`).FindSubmatch(b)
+	require.NotNil(t, m, "no subnet in %s", b)
+	p, err := netip.ParsePrefix(string(m[1]))
 	require.NoError(t, err)
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
-			return n.IP.String()
-		}
-	}
-	t.Fatalf("kube-local0 has no IPv4 address: %v", addrs)
-	return ""
+	return p.Masked().Addr().Next().String()
 }

@@ -18,8 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Probe is an address that no pinned namespace reaches (TEST-NET-1): Pin checks it.
-const Probe = "192.0.2.1"
+// Probes are addresses (TEST-NET-1 and -2) that no pinned namespace reaches: Pin checks the
+// first that is not the one it keeps.
+var Probes = []string{"192.0.2.1", "198.51.100.1"}
 
 // Pin removes every route of the main table (both families) and every address of the other
 // family than addr's on links other than loopback, then adds the one route to addr that the
@@ -78,8 +79,12 @@ func Pin(addr string) (string, error) {
 		return "", fmt.Errorf("pin: add the route to %s: %w", ip, err)
 	}
 	if family == netlink.FAMILY_V4 {
-		if r, err := netlink.RouteGet(net.ParseIP(Probe)); err == nil {
-			return "", fmt.Errorf("pin: %s is still routed (%v)", Probe, r)
+		probe := Probes[0]
+		if ip.Equal(net.ParseIP(probe)) {
+			probe = Probes[1]
+		}
+		if r, err := netlink.RouteGet(net.ParseIP(probe)); err == nil {
+			return "", fmt.Errorf("pin: %s is still routed (%v)", probe, r)
 		}
 	}
 	return keep.String(), nil

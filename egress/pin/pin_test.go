@@ -111,6 +111,15 @@ func TestPinLeavesOneRouteThroughTheGateway(t *testing.T) {
 	})
 }
 
+// The proxy at the first probe address: the check takes the other.
+func TestPinChecksAnotherAddressThanItKeeps(t *testing.T) {
+	inNetns(t, func() {
+		_, err := Pin(Probes[0])
+		require.NoError(t, err)
+		unreachable(t, "tcp", Probes[1]+":80")
+	})
+}
+
 func TestPinRefusesWhatIsNotAnAddress(t *testing.T) {
 	_, err := Pin("proxy.example")
 	assert.ErrorContains(t, err, "not an IP address")
