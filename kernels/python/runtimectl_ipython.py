@@ -22,12 +22,19 @@
 # history database is off (HistoryManager.enabled = False) and its caches are trimmed after every
 # execution. A cell that changed nothing else (a bare name shown) says "bookkeeping" in its done
 # event: no snapshot of its own, but the next drain (session stop) takes one.
+#
+# What it costs a session is kept small (bench/README.md, "The IPython path, cheap"): the package is
+# installed without its __init__ (the terminal application, prompt_toolkit), jedi is imported at the
+# first completion, the modules IPython only uses inside functions are deferred (DEFERRED), and a
+# value of a built-in type that only text/plain would format skips the other formatters.
 
 import base64
 import builtins
 import json
 import os
 import sys
+import threading
+import types
 
 IN_KEEP_BYTES = 2 << 20      # code kept in a snapshot's In (newest first), bytes
 OUT_KEEP = 32                # values kept in a snapshot's Out (newest)
@@ -73,14 +80,252 @@ def _jsonable(data):
     return out
 
 
+# What the shell costs (bench/README.md, "The IPython path"): the package's __init__ imports the
+# terminal application (prompt_toolkit, the crash handler, ipapp: a third of the modules), and the
+# completer imports jedi and parso; neither is used by a session until asked for. So the package
+# is installed without running its __init__ (which runs at the first use of a name only it
+# defines: IPython.embed, IPython.start_ipython, ...), and jedi is imported at the first completion.
+
+def _package_without_init():
+    """sys.modules["IPython"]: the package, its __init__ not run yet. Submodules import as usual;
+    get_ipython, __version__, version_info and release are there at once (IPython's own modules
+    and matplotlib ask for them); any other name runs the real __init__ first."""
+    import importlib
+    import importlib.util
+    if "IPython" in sys.modules:
+        return
+    spec = importlib.util.find_spec("IPython")
+    if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        return
+    mod = importlib.util.module_from_spec(spec)
+
+    def __getattr__(name):
+        if not name.startswith("__"):
+            try:
+                sub = importlib.util.find_spec("IPython." + name)
+            except (ImportError, ValueError):
+                sub = None
+            if sub is not None:       # from IPython import paths: the submodule, as ever
+                return importlib.import_module("IPython." + name)
+        if mod.__dict__.pop("__getattr__", None) is None:
+            raise AttributeError("module 'IPython' has no attribute %r" % name)
+        spec.loader.exec_module(mod)
+        return getattr(mod, name)
+
+    mod.__getattr__ = __getattr__
+    sys.modules["IPython"] = mod
+    try:
+        from IPython.core.getipython import get_ipython
+        from IPython.core import release
+    except BaseException:
+        del sys.modules["IPython"]
+        raise
+    mod.get_ipython, mod.release = get_ipython, release
+    mod.__version__, mod.version_info = release.version, release.version_info
+
+
+class _Jedi:
+    """jedi in IPython's completer (its module global) until the first completion asks for it:
+    then the real module, set up as the completer sets it up."""
+
+    def __init__(self, completer):
+        self._completer = completer
+
+    def __getattr__(self, name):
+        import jedi
+        jedi.settings.case_insensitive_completion = False
+        import jedi.api.helpers  # noqa: F401 (what the completer imports with it)
+        import jedi.api.classes  # noqa: F401
+        self._completer.jedi = jedi
+        return getattr(jedi, name)
+
+
+def _import_completer():
+    """IPython.core.completer with jedi not imported (see _Jedi); use_jedi's default stays
+    "jedi is installed"."""
+    import importlib.util
+    if "IPython.core.completer" in sys.modules or "jedi" in sys.modules:
+        return
+    try:
+        have = importlib.util.find_spec("jedi") is not None
+    except (ImportError, ValueError):
+        have = False
+    sys.modules["jedi"] = None          # the completer's `import jedi` fails: JEDI_INSTALLED False
+    try:
+        from IPython.core import completer
+    finally:
+        if sys.modules.get("jedi", 0) is None:
+            del sys.modules["jedi"]
+    if have and not completer.JEDI_INSTALLED:
+        completer.JEDI_INSTALLED = True
+        completer.IPCompleter.use_jedi.default_value = True
+        completer.jedi = _Jedi(completer)
+
+
+# Modules IPython imports as `import X` at the top of its own and uses only inside functions
+# (the event loop for async cells and %%script, tracebacks' stack_data, pydoc's text repr, pexpect
+# for getoutput, %load's mimetypes): imported during the build they are deferred,
+# their code run at the first use of one of their names (by IPython or by the session).
+# urllib.request (with http.client, email, ssl) is imported by %pastebin's `from urllib.request
+# import Request, urlopen`: during the build those two names are stand-ins that call the real ones.
+DEFERRED = frozenset(("asyncio", "stack_data", "pydoc", "pexpect", "mimetypes", "urllib.request"))
+STAND_INS = {"urllib.request": ("Request", "urlopen")}
+_building = False       # the build is importing IPython: stand-ins are answered
+
+
+class _Deferred(types.ModuleType):
+    """A module whose code has not run yet: the first name looked up in it runs it (in the same
+    module object, which is then an ordinary module). __spec__ and __name__ answer without it:
+    `import X` looks at them when X is in sys.modules already."""
+
+    def __getattribute__(self, name):
+        if name in ("__spec__", "__name__"):
+            return types.ModuleType.__getattribute__(self, name)
+        if _building:
+            if name == "__path__":      # `from X import a`: whether X is a package
+                return types.ModuleType.__getattribute__(self, name)
+            if name in STAND_INS.get(types.ModuleType.__getattribute__(self, "__name__"), ()):
+                return _stand_in(self, name)
+        _run_deferred(self)
+        return getattr(self, name)
+
+    def __setattr__(self, name, value):
+        _run_deferred(self)
+        setattr(self, name, value)
+
+    def __delattr__(self, name):
+        _run_deferred(self)
+        delattr(self, name)
+
+
+def _stand_in(mod, name):
+    def stand_in(*args, **kwargs):
+        return getattr(mod, name)(*args, **kwargs)
+    stand_in.__name__ = stand_in.__qualname__ = name
+    return stand_in
+
+
+_DEFER_LOCK = threading.RLock()
+
+
+def _run_deferred(mod):
+    with _DEFER_LOCK:
+        if type(mod) is not _Deferred:
+            return
+        object.__setattr__(mod, "__class__", types.ModuleType)
+        spec = mod.__spec__
+        spec._initializing = True
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            if sys.modules.get(spec.name) is mod:
+                del sys.modules[spec.name]
+            raise
+        finally:
+            spec._initializing = False
+
+
+class _DeferLoader:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, mod):
+        mod.__spec__.loader = mod.__loader__ = self.loader
+        mod.__class__ = _Deferred
+
+
+class _DeferFinder:
+    """On sys.meta_path while the shell is built: the DEFERRED modules' specs, loaded deferred."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in DEFERRED:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is None:
+                continue
+            if spec.loader is not None and hasattr(spec.loader, "exec_module") and \
+                    (spec.origin or "").endswith(".py"):
+                spec.loader = _DeferLoader(spec.loader)
+            return spec
+        return None
+
+
+# The values a fast path formats: the exact built-in types, whose instances cannot have a _repr_*_
+# or _ipython_display_ method (no instance attributes, no class attributes added).
+_PLAIN_TYPES = frozenset((int, float, complex, bool, str, bytes, list, tuple, dict, set, frozenset))
+
+
 def build(kernel, shell_fn):
     """Creates the shell on kernel.main and returns it. shell_fn(cmd) runs a !cmd line."""
+    global _building
+    finder = _DeferFinder()
+    sys.meta_path.insert(0, finder)
+    _building = True
+    try:
+        _package_without_init()
+        _import_completer()
+        import IPython.core.interactiveshell  # noqa: F401 (with the modules it imports)
+        import IPython.core.magics  # noqa: F401 (init_magics imports them)
+    finally:
+        _building = False
+        sys.meta_path.remove(finder)
     from traitlets.config import Config
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.core.displaypub import DisplayPublisher
     from IPython.core.displayhook import DisplayHook
+    from IPython.core import formatters as fmt
     from IPython.core.magic import Magics, magics_class, line_magic
     from traitlets import Type
+
+    # The formatters of IPython's own classes, which answer None for a value of a _PLAIN_TYPES
+    # type when no printer is registered for it (every call: a signature bind in `decorator`).
+    stock = {fmt.HTMLFormatter, fmt.MarkdownFormatter, fmt.SVGFormatter, fmt.PNGFormatter,
+             fmt.PDFFormatter, fmt.JPEGFormatter, fmt.LatexFormatter, fmt.JSONFormatter,
+             fmt.JavascriptFormatter, fmt.IPythonDisplayFormatter, fmt.MimeBundleFormatter}
+
+    class Formatter(fmt.DisplayFormatter):
+        """IPython's DisplayFormatter; a value of a _PLAIN_TYPES type that no formatter but
+        text/plain would format goes straight to text/plain (the same bundle, no other call)."""
+
+        def format(self, obj, include=None, exclude=None):
+            t = type(obj)
+            if include is None and exclude is None and t in _PLAIN_TYPES:
+                plain = self.formatters.get("text/plain")
+                if plain is not None and self._only_plain(obj, t, plain):
+                    data, md = plain(obj), None
+                    if isinstance(data, tuple) and len(data) == 2:
+                        data, md = data
+                    format_dict, md_dict = {}, {}
+                    if data is not None:
+                        format_dict["text/plain"] = data
+                    if md is not None:
+                        md_dict["text/plain"] = md
+                    return format_dict, md_dict
+            return super().format(obj, include, exclude)
+
+        def _only_plain(self, obj, t, plain):
+            mro = t.__mro__
+            names = None
+            for f in (self.ipython_display_formatter, self.mimebundle_formatter,
+                      *self.formatters.values()):
+                if f is plain or not f.enabled:
+                    continue
+                if type(f) not in stock or id(obj) in f.singleton_printers:
+                    return False
+                if f.type_printers and any(c in f.type_printers for c in mro):
+                    return False
+                if f.deferred_printers:
+                    if names is None:
+                        names = [(c.__module__, c.__name__) for c in mro]
+                    if any(n in f.deferred_printers for n in names):
+                        return False
+            return True
 
     class Publisher(DisplayPublisher):
         def publish(self, data, metadata=None, source=None, *, transient=None, update=False, **kw):
@@ -147,6 +392,10 @@ def build(kernel, shell_fn):
 
         def init_virtualenv(self):
             pass        # the session's packages are on sys.path already (kernel.py)
+
+        def init_display_formatter(self):
+            self.display_formatter = Formatter(parent=self)
+            self.configurables.append(self.display_formatter)
 
     cfg = Config()
     cfg.HistoryManager.enabled = False

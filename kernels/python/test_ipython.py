@@ -209,6 +209,47 @@ class TestDisplays(unittest.TestCase):
         self.assertEqual(r["indent"], "    ")
         self.assertEqual(ask({"op": "is_complete", "code": "1 +* 2"})["status"], "invalid")
 
+    def test_costs_deferred_until_used(self):
+        """The terminal application, jedi and the DEFERRED modules are not loaded by the shell;
+        each works at its first use (runtimectl_ipython: what it costs)."""
+        k = self.k
+        loaded = ("sorted(m for m in ('prompt_toolkit', 'jedi', 'asyncio', 'stack_data', "
+                  "'urllib.request') if type(__import__('sys').modules.get(m)) is type(__import__('sys')))")
+        self.assertEqual(k.value(loaded), "[]")
+        done, out, err = k.exec("import asyncio\nawait asyncio.sleep(0, 'slept')")
+        self.assertEqual(done["result"], "'slept'", err)
+        done, out, err = k.exec("import IPython\n(IPython.get_ipython() is get_ipython(), "
+                                "callable(IPython.embed), IPython.__version__ == IPython.release.version)")
+        self.assertEqual(done["result"], "(True, True, True)", err)
+        k.seq += 1
+        k.send({"op": "complete", "code": "import asyn", "cursor_pos": 11, "id": "c1"})
+        r = k.events.wait(lambda ev: ev.get("op") == "complete" and ev.get("id") == "c1", 60)[1]
+        self.assertIn("asyncio", r["matches"])
+        self.assertEqual(k.value("'jedi' in __import__('sys').modules, get_ipython().Completer.use_jedi"),
+                         "(True, True)")
+        done, out, err = k.exec("%%script sh\necho from-script")
+        self.assertEqual(out, "from-script\n", err)
+
+    def test_formatters_registered_for_builtin_types(self):
+        """A value of a built-in type takes the plain-text fast path only while no other
+        formatter has a printer for it."""
+        k = self.k
+        done, out, err = k.exec("[1, 'a', {'b': 2.5}]")
+        self.assertEqual(k.displays[-1]["data"], {"text/plain": "[1, 'a', {'b': 2.5}]"})
+        done, out, err = k.exec(
+            "f = get_ipython().display_formatter.formatters\n"
+            "f['text/html'].for_type(int, lambda v: '<b>%d</b>' % v)\n"
+            "f['text/latex'].for_type_by_name('builtins', 'float', lambda v: '$%s$' % v)\n"
+            "7")
+        self.assertEqual(done["status"], "ok", err)
+        self.assertEqual(k.displays[-1]["data"], {"text/plain": "7", "text/html": "<b>7</b>"})
+        k.exec("2.5")
+        self.assertEqual(k.displays[-1]["data"], {"text/plain": "2.5", "text/latex": "$2.5$"})
+        k.exec("f['text/html'].enabled = False\n8")
+        self.assertEqual(k.displays[-1]["data"], {"text/plain": "8"})
+        k.exec("'s'")
+        self.assertEqual(k.displays[-1]["data"], {"text/plain": "'s'"})
+
 
 @unittest.skipUnless(HAVE_IPYTHON and HAVE_SCI, "python3-ipython, numpy, pandas, matplotlib needed")
 class TestScientificDisplays(unittest.TestCase):
