@@ -23,7 +23,7 @@
 # execution. A cell that changed nothing else (a bare name shown) says "bookkeeping" in its done
 # event: no snapshot of its own, but the next drain (session stop) takes one.
 #
-# What it costs a session is kept small (bench/README.md, "The IPython path, cheap"): the package is
+# What it costs a session is kept small (bench/README.md, "What IPython costs a session"): the package is
 # installed without its __init__ (the terminal application, prompt_toolkit), jedi is imported at the
 # first completion, the modules IPython only uses inside functions are deferred (DEFERRED), and a
 # value of a built-in type that only text/plain would format skips the other formatters.
@@ -80,7 +80,7 @@ def _jsonable(data):
     return out
 
 
-# What the shell costs (bench/README.md, "The IPython path"): the package's __init__ imports the
+# What the shell costs (bench/README.md, "What IPython costs a session"): the package's __init__ imports the
 # terminal application (prompt_toolkit, the crash handler, ipapp: a third of the modules), and the
 # completer imports jedi and parso; neither is used by a session until asked for. So the package
 # is installed without running its __init__ (which runs at the first use of a name only it
@@ -259,6 +259,9 @@ class _DeferFinder:
 # The values a fast path formats: the exact built-in types, whose instances cannot have a _repr_*_
 # or _ipython_display_ method (no instance attributes, no class attributes added).
 _PLAIN_TYPES = frozenset((int, float, complex, bool, str, bytes, list, tuple, dict, set, frozenset))
+# Of those, the ones whose pretty text is their repr while IPython's printer for them is its own
+# _repr_pprint (repr, cut at line breaks, which these reprs never have).
+_REPR_TYPES = frozenset((int, bool, str, bytes))
 
 
 def build(kernel, shell_fn):
@@ -280,6 +283,7 @@ def build(kernel, shell_fn):
     from IPython.core.displaypub import DisplayPublisher
     from IPython.core.displayhook import DisplayHook
     from IPython.core import formatters as fmt
+    from IPython.lib import pretty
     from IPython.core.magic import Magics, magics_class, line_magic
     from traitlets import Type
 
@@ -298,6 +302,11 @@ def build(kernel, shell_fn):
             if include is None and exclude is None and t in _PLAIN_TYPES:
                 plain = self.formatters.get("text/plain")
                 if plain is not None and self._only_plain(obj, t, plain):
+                    if t in _REPR_TYPES and self._repr_is_pretty(obj, t, plain):
+                        try:
+                            return {"text/plain": repr(obj)}, {}
+                        except Exception:
+                            pass        # (an int past the digits limit) as IPython reports it
                     data, md = plain(obj), None
                     if isinstance(data, tuple) and len(data) == 2:
                         data, md = data
@@ -308,6 +317,18 @@ def build(kernel, shell_fn):
                         md_dict["text/plain"] = md
                     return format_dict, md_dict
             return super().format(obj, include, exclude)
+
+        @staticmethod
+        def _repr_is_pretty(obj, t, plain):
+            """Whether IPython's pretty printer would print obj with _repr_pprint (the order of
+            RepresentationPrinter.pretty: the object's printer, then its type's)."""
+            if type(plain) is not fmt.PlainTextFormatter or not plain.enabled:
+                return False
+            rp = pretty._repr_pprint
+            sp = plain.singleton_printers.get(id(obj))
+            if sp is not None:
+                return sp is rp
+            return t is not bool and plain.type_printers.get(t) is rp
 
         def _only_plain(self, obj, t, plain):
             mro = t.__mro__
@@ -342,6 +363,18 @@ def build(kernel, shell_fn):
     class Hook(DisplayHook):
         def write_output_prompt(self):
             pass
+
+        def quiet(self):
+            """IPython's: whether the cell's last token is `;`. A cell (one that ran: it
+            compiles) with no comment whose last character is not `;` cannot end with one, and
+            is not tokenized."""
+            try:
+                cell = self.shell.history_manager.input_hist_parsed[-1]
+            except IndexError:
+                return False
+            if "#" not in cell and not cell.rstrip().endswith(";"):
+                return False
+            return super().quiet()
 
         def finish_displayhook(self):
             pass

@@ -247,8 +247,14 @@ class TestDisplays(unittest.TestCase):
         self.assertEqual(k.displays[-1]["data"], {"text/plain": "2.5", "text/latex": "$2.5$"})
         k.exec("f['text/html'].enabled = False\n8")
         self.assertEqual(k.displays[-1]["data"], {"text/plain": "8"})
-        k.exec("'s'")
-        self.assertEqual(k.displays[-1]["data"], {"text/plain": "'s'"})
+        k.exec("'s;'")
+        self.assertEqual(k.displays[-1]["data"], {"text/plain": "'s;'"})
+        k.exec("f['text/plain'].for_type(int, lambda v, p, cycle: p.text('INT'))\n9")
+        self.assertEqual(k.displays[-1]["data"], {"text/plain": "INT"})
+        k.exec("True")
+        self.assertEqual(k.displays[-1]["data"], {"text/plain": "True"})
+        done, out, err = k.exec("9; # no value shown")
+        self.assertEqual(k.displays, [], err)
 
 
 @unittest.skipUnless(HAVE_IPYTHON and HAVE_SCI, "python3-ipython, numpy, pandas, matplotlib needed")
