@@ -49,6 +49,10 @@ type Config struct {
 	Listen string `json:"listen"`
 	// Answer is the address DNS answers allowed names with (default AnswerAddr).
 	Answer string `json:"answer,omitempty"`
+	// Who and AllowFlag are how refusals name whom the proxy serves and the flag that allows
+	// a host ("": "session NAME" and --allow-host): an installer's proxy says its own.
+	Who       string `json:"who,omitempty"`
+	AllowFlag string `json:"allow_flag,omitempty"`
 }
 
 // Secret is a header the proxy adds to requests to Host (a Rule string), with its value.

@@ -26,6 +26,7 @@ func (e *refusedError) Error() string { return e.r.Message }
 // dialer resolves names and dials upstream, refusing addresses the session may not reach.
 type dialer struct {
 	session string
+	words   words
 	allow   egress.Allowlist
 	hosts   map[string][]netip.Addr
 	deny    []netip.Prefix // the controller's, the proxy's gateways and own addresses
@@ -93,7 +94,7 @@ func (d *dialer) check(ctx context.Context, via, host string, port int) ([]netip
 		if why == "" {
 			return nil, fmt.Errorf("runtimectl egress: %s has no address", host)
 		}
-		return nil, &refusedError{refuseAddress(d.session, via, host, port, first.String(), why)}
+		return nil, &refusedError{refuseAddress(d.words, via, host, port, first.String(), why)}
 	}
 	return ok, nil
 }

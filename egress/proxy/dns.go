@@ -74,7 +74,7 @@ func (p *Proxy) AnswerDNS(query []byte) []byte {
 	}
 	if !p.allow.AllowsName(name) {
 		resp.RCode = dnsmessage.RCodeNameError
-		p.refused(refuseNotAllowed(p.session, egress.ViaDNS, name, 0, p.allow))
+		p.refused(refuseNotAllowed(p.words, egress.ViaDNS, name, 0, p.allow))
 		return buildDNS(resp, qs, nil)
 	}
 	if q.Type == dnsmessage.TypeA {

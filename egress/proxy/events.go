@@ -80,33 +80,48 @@ func (e *events) snapshot() map[egress.Reason]int64 {
 // The words of refusals. They name the host and the flag that would allow it, since the code
 // (or the model that wrote it) reads them.
 
-func refuseNotAllowed(session, via, host string, port int, allow egress.Allowlist) Refusal {
+// words are who a proxy serves and the flag that allows a host there, as its refusals say them:
+// "session NAME" and --allow-host unless its Config says otherwise (an installer's proxy).
+type words struct{ who, flag string }
+
+func wordsOf(cfg egress.Config) words {
+	w := words{who: cfg.Who, flag: cfg.AllowFlag}
+	if w.who == "" {
+		w.who = "session " + cfg.Session
+	}
+	if w.flag == "" {
+		w.flag = "--allow-host"
+	}
+	return w
+}
+
+func refuseNotAllowed(w words, via, host string, port int, allow egress.Allowlist) Refusal {
 	r := Refusal{Via: via, Host: host, Port: port, Reason: egress.ReasonNotAllowed}
 	_, isAddr := egress.ParseAddr(host)
 	switch {
 	case via == egress.ViaDNS:
-		r.Message = fmt.Sprintf("runtimectl egress: %s is not allowed in session %s; allow it with --allow-host %s", host, session, host)
+		r.Message = fmt.Sprintf("runtimectl egress: %s is not allowed in %s; allow it with %s %s", host, w.who, w.flag, host)
 	case len(allow.PortsFor(host)) > 0:
-		r.Message = fmt.Sprintf("runtimectl egress: %s is allowed in session %s on port %s only, not %d; allow it with --allow-host %s",
-			host, session, joinPorts(allow.PortsFor(host)), port, egress.HostPort(host, port))
+		r.Message = fmt.Sprintf("runtimectl egress: %s is allowed in %s on port %s only, not %d; allow it with %s %s",
+			host, w.who, joinPorts(allow.PortsFor(host)), port, w.flag, egress.HostPort(host, port))
 	case isAddr:
 		r.Reason = egress.ReasonAddress
-		r.Message = fmt.Sprintf("runtimectl egress: %s is an address; session %s reaches hosts by name (allow this address itself with --allow-host %s)",
-			host, session, egress.HostPort(host, port))
+		r.Message = fmt.Sprintf("runtimectl egress: %s is an address; %s reaches hosts by name (allow this address itself with %s %s)",
+			host, w.who, w.flag, egress.HostPort(host, port))
 	default:
 		arg := host
 		if !slices.Contains(egress.WebPorts, port) {
 			arg = egress.HostPort(host, port)
 		}
-		r.Message = fmt.Sprintf("runtimectl egress: %s is not allowed in session %s; allow it with --allow-host %s", egress.HostPort(host, port), session, arg)
+		r.Message = fmt.Sprintf("runtimectl egress: %s is not allowed in %s; allow it with %s %s", egress.HostPort(host, port), w.who, w.flag, arg)
 	}
 	return r
 }
 
-func refuseAddress(session, via, host string, port int, addr, what string) Refusal {
+func refuseAddress(w words, via, host string, port int, addr, what string) Refusal {
 	return Refusal{Via: via, Host: host, Port: port, Reason: egress.ReasonAddress, Message: fmt.Sprintf(
-		"runtimectl egress: %s resolves to %s (%s), which session %s may not reach; allow that address itself with --allow-host %s",
-		host, addr, what, session, egress.HostPort(addr, port))}
+		"runtimectl egress: %s resolves to %s (%s), which %s may not reach; allow that address itself with %s %s",
+		host, addr, what, w.who, w.flag, egress.HostPort(addr, port))}
 }
 
 func refuseMismatch(via, host string, port int, what, asked, named string) Refusal {

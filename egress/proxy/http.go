@@ -71,7 +71,7 @@ func (p *Proxy) serveTransparentHTTP(w http.ResponseWriter, r *http.Request, ci 
 // forwardHTTP checks host:port and forwards the request there over plain HTTP.
 func (p *Proxy) forwardHTTP(w http.ResponseWriter, r *http.Request, host string, port int) {
 	if !p.allow.Allows(host, port) {
-		p.refuse(w, refuseNotAllowed(p.session, egress.ViaHTTP, host, port, p.allow))
+		p.refuse(w, refuseNotAllowed(p.words, egress.ViaHTTP, host, port, p.allow))
 		return
 	}
 	ctx := context.WithValue(r.Context(), targetKey{}, target{scheme: "http", host: host, port: port, hostHeader: r.Host})

@@ -27,6 +27,7 @@ const preambleTimeout = 10 * time.Second
 // Proxy is one session's egress proxy.
 type Proxy struct {
 	session string
+	words   words
 	allow   egress.Allowlist
 	secrets []secret
 	ca      *CA // nil without secrets
@@ -87,12 +88,13 @@ func New(cfg egress.Config, opts ...Option) (*Proxy, error) {
 	}
 	p := &Proxy{
 		session: cfg.Session,
+		words:   wordsOf(cfg),
 		allow:   pc.allow,
 		secrets: pc.secrets,
 		answer:  pc.answer,
 		events:  newEvents(cfg.Session, o.log),
 		log:     o.log,
-		dialer:  &dialer{session: cfg.Session, allow: pc.allow, hosts: pc.hosts, deny: deny, lookup: o.lookup, dial: o.dial},
+		dialer:  &dialer{session: cfg.Session, words: wordsOf(cfg), allow: pc.allow, hosts: pc.hosts, deny: deny, lookup: o.lookup, dial: o.dial},
 		conns:   newConnListener(),
 	}
 	if len(p.secrets) > 0 {

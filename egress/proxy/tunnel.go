@@ -30,7 +30,7 @@ func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	host := egress.NormalizeHost(h)
 	if !p.allow.Allows(host, port) {
-		p.refuse(w, refuseNotAllowed(p.session, egress.ViaConnect, host, port, p.allow))
+		p.refuse(w, refuseNotAllowed(p.words, egress.ViaConnect, host, port, p.allow))
 		return
 	}
 	var upstream net.Conn
@@ -120,7 +120,7 @@ func (p *Proxy) tunnel(ctx context.Context, c net.Conn, host string, port int, u
 	case host == "":
 		host = sni
 		if !p.allow.Allows(host, port) {
-			p.refusedTLS(c, refuseNotAllowed(p.session, via, host, port, p.allow))
+			p.refusedTLS(c, refuseNotAllowed(p.words, via, host, port, p.allow))
 			return
 		}
 	case sni == "":
