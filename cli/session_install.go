@@ -19,8 +19,9 @@ func newCmdInstall(f *Factory) *cobra.Command {
 		Long: `Install Python packages with pip into the session's virtual environment (/workspace/.venv, on
 its volume: they survive stop and start, kills, --upgrade and fork), and the session imports them
 at once, without a restart. pip runs in a short-lived installer container of the session's image
-and runtime, on runtimectl's own bridge (it reaches the index, never another session), with the
-session's workspace mounted; the session itself keeps its own network setting (none by default).
+and runtime with the session's workspace mounted, which reaches the index's hosts and nothing
+else (those of --index-url and --extra-index-url, or PyPI's without them), through an egress proxy
+of its own removed with it; the session itself keeps its own network setting (none by default).
 The installer runs nothing of the workspace (the image's own python and pip), takes wheels only
 unless --allow-builds (a source build runs the package's code), and stops at --timeout whether
 or not this command is still there. In code, %pip install and !pip install lines do the same,
@@ -59,7 +60,7 @@ without builds.`,
 	}
 	fl := c.Flags()
 	fl.StringVarP(&reqs, "requirement", "r", "", "install from this requirements file (read on the host)")
-	fl.StringVarP(&o.IndexURL, "index-url", "i", "", "the package index (default: pip's, PyPI)")
+	fl.StringVarP(&o.IndexURL, "index-url", "i", "", "the package index (default: pip's, PyPI); the installer reaches its host only")
 	fl.StringArrayVar(&o.ExtraIndexURLs, "extra-index-url", nil, "another index to look in (repeatable)")
 	fl.StringArrayVar(&o.TrustedHosts, "trusted-host", nil, "a host to reach without valid TLS, or over plain HTTP (repeatable)")
 	fl.BoolVar(&o.NoDeps, "no-deps", false, "do not install the packages' dependencies")

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -197,25 +198,30 @@ const egressReadyTimeout = 45 * time.Second
 
 // waitEgress waits for the proxy's ready line in its log.
 func (m *Manager) waitEgress(ctx context.Context, session string) error {
+	return m.waitProxy(ctx, EgressName(session), "the egress proxy of session "+strconv.Quote(session))
+}
+
+// waitProxy waits for the ready line of this start of proxy container name (what, in errors).
+func (m *Manager) waitProxy(ctx context.Context, name, what string) error {
 	deadline := time.Now().Add(egressReadyTimeout)
 	for {
 		since := time.Time{}
-		logs, err := m.EgressLogs(ctx, session, 1<<20)
+		logs, err := m.proxyLogs(ctx, name, what, 1<<20)
 		if err == nil && bytes.Contains(logs, []byte(egress.LogReady)) {
 			// a ready line of this start: the container's StartedAt is not older than it
-			if r, ierr := m.api.ContainerInspect(ctx, EgressName(session)); ierr == nil && r.State != nil {
+			if r, ierr := m.api.ContainerInspect(ctx, name); ierr == nil && r.State != nil {
 				since, _ = time.Parse(time.RFC3339Nano, r.State.StartedAt)
 				if readySince(logs, since) {
 					return nil
 				}
 				if !r.State.Running && r.State.ExitCode != 0 {
-					return fmt.Errorf("the egress proxy of session %q exited (%d): %s", session, r.State.ExitCode, lastLine(logs))
+					return fmt.Errorf("%s exited (%d): %s", what, r.State.ExitCode, lastLine(logs))
 				}
 			}
 		}
 		if time.Now().After(deadline) {
-			logs, _ := m.EgressLogs(ctx, session, 1<<20)
-			return fmt.Errorf("the egress proxy of session %q did not say it was ready within %s (its log ends %q); `docker logs %s` may say more", session, egressReadyTimeout, lastLine(logs), EgressName(session))
+			logs, _ := m.proxyLogs(ctx, name, what, 1<<20)
+			return fmt.Errorf("%s did not say it was ready within %s (its log ends %q); `docker logs %s` may say more", what, egressReadyTimeout, lastLine(logs), name)
 		}
 		select {
 		case <-ctx.Done():
@@ -302,15 +308,20 @@ func (m *Manager) RemoveEgress(ctx context.Context, session string) error {
 // EgressLogs returns the session's egress proxy's log (its refusals, one JSON line each), at
 // most max bytes of it; ErrNotFound when the session has no proxy.
 func (m *Manager) EgressLogs(ctx context.Context, session string, max int64) ([]byte, error) {
-	rc, err := m.api.ContainerLogs(ctx, EgressName(session), container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	return m.proxyLogs(ctx, EgressName(session), "the egress proxy of session "+strconv.Quote(session), max)
+}
+
+// proxyLogs returns at most max bytes of the log of proxy container name (what, in errors).
+func (m *Manager) proxyLogs(ctx context.Context, name, what string, max int64) ([]byte, error) {
+	rc, err := m.api.ContainerLogs(ctx, name, container.LogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
-		return nil, fmt.Errorf("logs of the egress proxy of session %q: %w", session, m.classify(err))
+		return nil, fmt.Errorf("logs of %s: %w", what, m.classify(err))
 	}
 	defer rc.Close()
 	var buf bytes.Buffer
 	w := &capWriter{w: &buf, left: max}
 	if _, err := stdcopy.StdCopy(w, w, rc); err != nil && !errors.Is(err, errCapReached) {
-		return buf.Bytes(), fmt.Errorf("logs of the egress proxy of session %q: %w", session, err)
+		return buf.Bytes(), fmt.Errorf("logs of %s: %w", what, err)
 	}
 	return buf.Bytes(), nil
 }

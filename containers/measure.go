@@ -135,9 +135,11 @@ func (m *Manager) RunHelper(ctx context.Context, cfg *container.Config, hc *cont
 }
 
 // Installer is a short-lived container that installs packages into a session's workspace:
-// the session's image and runtime, run as the session user on runtimectl's own bridge (its
-// containers cannot reach one another, so the installer reaches the index but no session),
-// with the workspace volume mounted, a read-only root with a 1 GiB /tmp, its working folder
+// the session's image and runtime, run as the session user with the workspace volume mounted;
+// with Egress, it has loopback only and reaches its own egress proxy, which allows the index's
+// hosts and nothing else (installegress.go); without, it runs on runtimectl's own bridge (its
+// containers cannot reach one another, so the installer reaches no session, but it reaches
+// the outside); a read-only root with a 1 GiB /tmp, its working folder
 // /tmp. It kills itself at its deadline and removes itself when it ends; it carries no
 // session's label (`session ls` never shows it), only contract.LabelHelper and contract.LabelHelperFor, and
 // `session gc` and `session rm` remove it.
@@ -150,6 +152,8 @@ type Installer struct {
 	Runtime string // the session's OCI runtime (runsc...); "" the engine's default
 	// Deadline is when the installer kills itself (zero: 15 minutes from now).
 	Deadline time.Time
+	// Egress is the installer's own egress proxy (nil: runtimectl's bridge, the outside).
+	Egress *EgressSpec
 }
 
 // InstallTimeout is an installer's deadline when the caller sets none (engine.InstallTimeout).
@@ -169,12 +173,8 @@ func (m *Manager) RunInstaller(ctx context.Context, in Installer, out io.Writer)
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(15*time.Second))
 	defer cancel()
-	if err := m.EnsureNetwork(ctx, "bridge"); err != nil {
-		return -1, err
-	}
 	labels := map[string]string{contract.LabelHelper: "install", contract.LabelHelperFor: in.For, contract.LabelDeadline: strconv.FormatInt(deadline.Unix(), 10)}
-	argv := append([]string{"timeout", "-s", "KILL", strconv.Itoa(secs)}, in.Argv...)
-	cfg := &container.Config{Image: in.Image, User: "1000:1000", WorkingDir: "/tmp", Entrypoint: argv, Env: in.Env, Labels: labels}
+	argv := []string{"timeout", "-s", "KILL", strconv.Itoa(secs)}
 	hc := &container.HostConfig{
 		NetworkMode: BridgeNetwork, Runtime: in.Runtime,
 		CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"}, ReadonlyRootfs: true,
@@ -183,6 +183,17 @@ func (m *Manager) RunInstaller(ctx context.Context, in Installer, out io.Writer)
 		Resources: container.Resources{Memory: memory, MemorySwap: memory, PidsLimit: &pids, NanoCPUs: 2e9,
 			Ulimits: []*units.Ulimit{{Name: "nofile", Soft: OpenFilesLimit, Hard: OpenFilesLimit}}},
 	}
+	if in.Egress != nil {
+		proxy, remove, err := m.startInstallEgress(ctx, in, deadline, labels)
+		if err != nil {
+			return -1, err
+		}
+		defer remove() // after RunHelper removed the installer, which mounts its volume
+		argv = append(argv, installerEgress(hc, proxy, in.Egress.Config.Allow)...)
+	} else if err := m.EnsureNetwork(ctx, "bridge"); err != nil {
+		return -1, err
+	}
+	cfg := &container.Config{Image: in.Image, User: "1000:1000", WorkingDir: "/tmp", Entrypoint: append(argv, in.Argv...), Env: in.Env, Labels: labels}
 	return m.RunHelper(ctx, cfg, hc, out, out)
 }
 
@@ -201,16 +212,49 @@ func (m *Manager) Helpers(ctx context.Context, forSession string) ([]Info, error
 	for _, c := range cs {
 		out = append(out, Info{ID: c.ID, State: engine.State(c.State), Running: c.State == "running", Created: time.Unix(c.Created, 0), Labels: c.Labels})
 	}
-	return out, nil
+	vols, err := m.helperVolumes(ctx, forSession)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, vols...), nil
 }
 
-// RemoveHelper removes a helper container by its ID, running or not.
+// RemoveHelper removes a helper container by its ID, running or not, and the installer proxy's
+// socket volume it mounts once no other container does; or a leftover helper volume (an ID
+// that Helpers gave).
 func (m *Manager) RemoveHelper(ctx context.Context, id string) error {
+	if name, ok := strings.CutPrefix(id, helperVolumeID); ok {
+		va, ok := m.api.(volumeAPI)
+		if !ok {
+			return nil
+		}
+		if err := m.classify(va.VolumeRemove(ctx, name, false)); err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("remove helper volume %s: %w", name, err)
+		}
+		return nil
+	}
+	var vols []string
+	if r, err := m.api.ContainerInspect(ctx, id); err == nil {
+		for _, mp := range r.Mounts {
+			if mp.Destination == contract.EgressDir && strings.HasPrefix(mp.Name, installEgressPrefix) {
+				vols = append(vols, mp.Name)
+			}
+		}
+	}
 	err := m.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
-	if err != nil && !errdefs.IsNotFound(err) {
+	if err != nil && !errdefs.IsNotFound(err) && !removing(err) {
 		return fmt.Errorf("remove helper container %s: %w", id[:min(12, len(id))], m.classify(err))
 	}
+	for _, v := range vols {
+		m.removeHelperVolume(ctx, v)
+	}
 	return nil
+}
+
+// removing reports the engine's answer to the removal of a container that is being removed
+// already (a helper that ended and removes itself).
+func removing(err error) bool {
+	return errdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress")
 }
 
 // HumanSize spells a size as the CLI and messages do ("2GiB").

@@ -64,6 +64,9 @@ const (
 	AgentConnect = "connect"
 	// AgentDu measures folder trees (a helper container runs it to size volumes).
 	AgentDu = "du"
+	// AgentEgressRun runs one command behind an egress relay (an installer reaching only its
+	// index through its own proxy).
+	AgentEgressRun = "egress-run"
 	// Flags of `runtime-agent serve`.
 	FlagLang    = "lang"
 	FlagState   = "state"

@@ -120,7 +120,7 @@ func (e *Engine) Stats(ctx context.Context, session string) (engine.Stats, error
 func (e *Engine) Install(ctx context.Context, job engine.InstallJob, out io.Writer) (int, error) {
 	return e.ctr.RunInstaller(ctx, containers.Installer{
 		Image: job.Image, Volume: volumes.Name(job.Session), For: job.Session, Runtime: job.Runtime, Deadline: job.Deadline,
-		Argv: job.Argv, Env: job.Env,
+		Argv: job.Argv, Env: job.Env, Egress: job.Egress,
 	}, out)
 }
 

@@ -35,8 +35,9 @@ type StatsReader interface {
 }
 
 // Installer runs a short-lived installer beside a session: the session's image, as the
-// session user, with network access and the session's workspace mounted, to its end; its
-// output goes to out and its exit code is returned.
+// session user, with the session's workspace mounted, to its end; its output goes to out and
+// its exit code is returned. With job.Egress, the installer reaches nothing but an egress
+// proxy of its own made from it (the index's hosts), removed with the installer.
 type Installer interface {
 	Install(ctx context.Context, job InstallJob, out io.Writer) (int, error)
 }
@@ -50,6 +51,9 @@ type InstallJob struct {
 	Env     []string
 	// Deadline is when the installer kills itself (zero: InstallTimeout from now).
 	Deadline time.Time
+	// Egress, when set, is the installer's own egress proxy (its Config.Allow the index's
+	// hosts): the installer's only way out. Its Session is the session installed into.
+	Egress *EgressSpec
 }
 
 // Helpers lists and removes the short-lived helper runtimes (installers, measures) that the

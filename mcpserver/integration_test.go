@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/docker"
 	"github.com/runtimectl/runtimectl/internal/testenv"
 	"github.com/runtimectl/runtimectl/mcpserver"
 	"github.com/runtimectl/runtimectl/session"
@@ -470,16 +472,26 @@ func TestProgressNotificationsCarryTheOutputSoFar(t *testing.T) {
 	assert.Equal(t, n, len(messages))
 }
 
+// The installer reaches only its index (an operator's, here on this host: session.WithInstallIndex).
 func TestInstallPackagesMakesThemImportableAtOnce(t *testing.T) {
 	cfg, _ := realConfig(t)
+	whl := testenv.Wheel(t, "mcpdemo", 41)
+	sum := sha256.Sum256(whl)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/simple/mcpdemo/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<a href="/files/mcpdemo-1.0-py3-none-any.whl#sha256=%x">mcpdemo-1.0-py3-none-any.whl</a>`, sum)
+	})
+	mux.HandleFunc("/files/mcpdemo-1.0-py3-none-any.whl", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(whl) })
+	base, gw := testenv.ServeOnBridge(t, mux)
+	de, err := docker.New("")
+	require.NoError(t, err)
+	cfg.Client = session.NewWithEngine(de, session.WithInstallIndex(base+"/simple", gw))
+	t.Cleanup(func() { cfg.Client.Close() })
 	_, cs := connect(t, cfg, nil)
 	_, e := run(t, cs, map[string]any{"code": "before = 1"})
 	require.Equal(t, "ok", e.Status)
-	whl := testenv.Wheel(t, "mcpdemo", 41)
-	base, _ := testenv.ServeOnBridge(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(whl) }))
-	url := base + "/mcpdemo-1.0-py3-none-any.whl"
 	var out struct{ Session, Output string }
-	structured(t, call(t, cs, "install_packages", map[string]any{"packages": []string{"mcpdemo @ " + url}}), &out)
+	structured(t, call(t, cs, "install_packages", map[string]any{"packages": []string{"mcpdemo"}}), &out)
 	assert.Equal(t, cfg.Spec.Name, out.Session)
 	assert.Contains(t, out.Output, "mcpdemo")
 	_, e = run(t, cs, map[string]any{"code": "import mcpdemo\nmcpdemo.VALUE + before"})

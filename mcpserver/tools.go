@@ -276,7 +276,7 @@ type installOut struct {
 func addInstallPackages(s *Server) {
 	addTool(s, &mcp.Tool{
 		Name:        "install_packages",
-		Description: `Install Python packages with pip into a Python session. They are kept on the session's volume, importable at once without a restart, and after restarts. The session itself has no network: pip runs beside it, with access to the package index. numpy, pandas and matplotlib are there already.`,
+		Description: `Install Python packages with pip into a Python session. They are kept on the session's volume, importable at once without a restart, and after restarts. The session itself has no network: pip runs beside it, reaching the package index and nothing else. numpy, pandas and matplotlib are there already.`,
 		InputSchema: schema[installIn](),
 		Annotations: hints("Install packages", false, false, true, true),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in installIn) (*mcp.CallToolResult, installOut, error) {

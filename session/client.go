@@ -33,6 +33,8 @@ type Client struct {
 	egress      EgressOptions
 	// installBuilds lets every install of this Client build sdists (WithInstallBuilds).
 	installBuilds bool
+	// installIndex is the index of installs that name none (WithInstallIndex).
+	installIndex installIndex
 	// ownersOnce asks the engine once whether its archives keep owners (SessionOwns).
 	ownersOnce  sync.Once
 	keepsOwners bool
@@ -40,6 +42,7 @@ type Client struct {
 
 type options struct {
 	installBuilds bool
+	installIndex  installIndex
 	logger        *slog.Logger
 	noRefill      bool
 	egress        EgressOptions
@@ -62,7 +65,7 @@ func NewWithEngine(e engine.Engine, opts ...Option) *Client {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	c := &Client{eng: e, ctr: e.Runtimes(), vol: e.Storage(), poolEng: e.Pools(), egress: o.egress, installBuilds: o.installBuilds, backend: e.Name(), closer: e, logger: o.logger, callTimeout: 30 * time.Second}
+	c := &Client{eng: e, ctr: e.Runtimes(), vol: e.Storage(), poolEng: e.Pools(), egress: o.egress, installBuilds: o.installBuilds, installIndex: o.installIndex, backend: e.Name(), closer: e, logger: o.logger, callTimeout: 30 * time.Second}
 	c.egr, _ = e.(engine.Egress) // nil: the engine runs no egress proxies
 	c.pools.refill = !o.noRefill
 	return c

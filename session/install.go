@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/runtimectl/runtimectl/egress"
 	"github.com/runtimectl/runtimectl/engine"
 	"github.com/runtimectl/runtimectl/internal/advice"
 )
@@ -44,6 +47,20 @@ type InstallOptions struct {
 // cell) build source distributions (see InstallOptions.AllowBuilds): an operator's choice.
 func WithInstallBuilds() Option { return func(o *options) { o.installBuilds = true } }
 
+// installIndex is a Client's index for the installs that name none.
+type installIndex struct {
+	url     string
+	trusted []string
+}
+
+// WithInstallIndex makes indexURL the package index of the installs that name none (no
+// InstallOptions.IndexURL: a `%pip` line or an MCP client's install too), in place of PyPI: an
+// operator's own index or mirror, which the installers then reach instead of PyPI's hosts.
+// trustedHosts are pip's --trusted-host for it (an http:// index needs its host there).
+func WithInstallIndex(indexURL string, trustedHosts ...string) Option {
+	return func(o *options) { o.installIndex = installIndex{url: indexURL, trusted: trustedHosts} }
+}
+
 // built says whether a requirement would need a build: a path or URL that is not a wheel.
 func built(req string) bool {
 	if strings.HasSuffix(strings.ToLower(strings.TrimSpace(req)), ".whl") {
@@ -55,9 +72,10 @@ func built(req string) bool {
 var pipOption = regexp.MustCompile(`^-`)
 
 // Install installs Python packages into the session's virtual environment (PackagesDir) with
-// pip, in a short-lived installer container of the session's image that has network access
-// and the session's workspace volume mounted, and then exits: the session itself keeps its
-// network setting (none by default). The session's interpreter can import them at once, without
+// pip, in a short-lived installer container of the session's image that has the session's
+// workspace volume mounted and then exits. The installer reaches only the hosts of its index
+// URLs (PyPI's without one), through an egress proxy of its own that is removed with it; the
+// session itself keeps its network setting (none by default) and its allowed hosts. The session's interpreter can import them at once, without
 // a restart. It works on a running or a stopped session.
 func (c *Client) Install(ctx context.Context, name string, o InstallOptions) error {
 	inst, ok := c.eng.(engine.Installer)
@@ -80,6 +98,14 @@ func (c *Client) Install(ctx context.Context, name string, o InstallOptions) err
 		return fmt.Errorf("%w: session %q is a %s session: packages are installed into Python sessions", ErrInvalid, name, st.Lang)
 	}
 	o.AllowBuilds = o.AllowBuilds || c.installBuilds
+	if o.IndexURL == "" && c.installIndex.url != "" {
+		o.IndexURL = c.installIndex.url
+		o.TrustedHosts = append(o.TrustedHosts, c.installIndex.trusted...)
+	}
+	allow, err := indexHosts(o)
+	if err != nil {
+		return err
+	}
 	if !o.AllowBuilds {
 		for _, p := range o.Packages {
 			if built(p) {
@@ -139,7 +165,7 @@ exit $rc`
 		deadline = d
 	}
 	code, err := inst.Install(ctx, engine.InstallJob{
-		Image: st.Image, Session: name, Runtime: st.Runtime, Deadline: deadline,
+		Image: st.Image, Session: name, Runtime: st.Runtime, Deadline: deadline, Egress: c.installEgress(name, st.Image, allow),
 		Argv: append([]string{"/bin/sh", "-c", script, "sh"}, args...),
 		Env: []string{"VENV=" + PackagesDir, "HOME=/tmp", "PIP_CACHE_DIR=/tmp/pip-cache", "PIP_CONFIG_FILE=/dev/null",
 			"RUNTIMECTL_REQUIREMENTS=" + o.Requirements},
@@ -160,9 +186,74 @@ exit $rc`
 		if !o.AllowBuilds && strings.Contains(tail.String(), "No matching distribution") {
 			return advice.Errorf("install into session %q: pip exited with code %d: %s (only wheels are installed unless builds are allowed: %s)", name, code, lastLine(tail.String()), advice.Words{Lib: "set InstallOptions.AllowBuilds", CLI: "give --allow-builds"})
 		}
+		if refused(tail.String()) {
+			return fmt.Errorf("install into session %q: pip exited with code %d: %s (the installer reaches only %s: the hosts of --index-url and --extra-index-url, or PyPI's without them)", name, code, lastLine(tail.String()), strings.Join(allow, ", "))
+		}
 		return fmt.Errorf("install into session %q: pip exited with code %d: %s", name, code, lastLine(tail.String()))
 	}
 	return nil
+}
+
+// PyPIHosts are what an install without --index-url reaches: PyPI's index and its files.
+var PyPIHosts = []string{"pypi.org", "files.pythonhosted.org"}
+
+// indexHosts are the allowlist of an install's egress proxy: the hosts of its index URLs,
+// each with the port the URL names (none: 80 and 443), and PyPI's (PyPIHosts) when it names no
+// --index-url, as pip then uses PyPI; an index on pypi.org brings files.pythonhosted.org,
+// where PyPI's files are. A host given as an address is allowed as that address, even one the
+// proxies refuse otherwise (the engine's host, link-local): the operator named it.
+func indexHosts(o InstallOptions) ([]string, error) {
+	var hosts []string
+	if o.IndexURL == "" {
+		hosts = append(hosts, PyPIHosts...)
+	}
+	for i, raw := range append([]string{o.IndexURL}, o.ExtraIndexURLs...) {
+		if raw == "" && i == 0 {
+			continue
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+			return nil, fmt.Errorf("%w index URL %q: give an http:// or https:// URL of a package index (the installer reaches only the hosts of its index URLs)", ErrInvalid, raw)
+		}
+		host := u.Hostname()
+		if u.Port() != "" {
+			p, _ := strconv.Atoi(u.Port())
+			host = egress.HostPort(host, p)
+		} else if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+		hosts = append(hosts, host)
+		if strings.EqualFold(u.Hostname(), "pypi.org") {
+			hosts = append(hosts, "files.pythonhosted.org")
+		}
+	}
+	list, err := egress.ParseAllowHosts(hosts)
+	if err != nil {
+		return nil, fmt.Errorf("%w index URL: %v", ErrInvalid, err)
+	}
+	return list.Strings(), nil
+}
+
+// installEgress is the egress proxy of an install into session name: it allows the index's
+// hosts (allow) and nothing else, and is made as the Client's proxies are (EgressOptions, the
+// engine host's addresses refused), apart from the session's own proxy, which it never widens.
+func (c *Client) installEgress(name, image string, allow []string) *engine.EgressSpec {
+	o := c.egress
+	cfg := egress.Config{
+		Session: name, Who: "the installer of session " + name, AllowFlag: "an --index-url or --extra-index-url on",
+		Allow: allow, Hosts: o.Hosts, UpstreamCAs: o.UpstreamCAs, Deny: append(c.hostAddrs(), o.Deny...),
+	}
+	return &engine.EgressSpec{Session: name, Image: image, Config: cfg, Network: o.Network}
+}
+
+// refused reports whether pip's output says a connection was refused by the installer's proxy.
+func refused(out string) bool {
+	for _, s := range []string{"runtimectl egress", "ProxyError", "Tunnel connection failed", "403"} {
+		if strings.Contains(out, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // Install installs packages into the session (see Client.Install).
@@ -187,9 +278,15 @@ func (t *Tail) Write(p []byte) (int, error) {
 // String returns what it kept.
 func (t *Tail) String() string { return string(t.b) }
 
-// lastLine returns the last line of pip's output that says something (its error).
+// lastLine returns the last line of pip's output that says something: its last ERROR line,
+// else its last line (pip's stdout, buffered, may come after its stderr).
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); strings.HasPrefix(l, "ERROR:") {
+			return l
+		}
+	}
 	for i := len(lines) - 1; i >= 0; i-- {
 		if l := strings.TrimSpace(lines[i]); l != "" {
 			return l

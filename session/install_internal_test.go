@@ -42,3 +42,28 @@ func TestRequirementsThatWouldBuild(t *testing.T) {
 		assert.Equal(t, want, built(req), req)
 	}
 }
+
+// An install's proxy allows the hosts of its index URLs with the ports they name, PyPI's two
+// hosts when no --index-url is given (and files.pythonhosted.org with an index on pypi.org),
+// an address as that address; a URL that is not http(s) is refused.
+func TestAnInstallReachesTheHostsOfItsIndexURLs(t *testing.T) {
+	for _, c := range []struct {
+		o    InstallOptions
+		want []string
+	}{
+		{InstallOptions{}, []string{"files.pythonhosted.org", "pypi.org"}},
+		{InstallOptions{ExtraIndexURLs: []string{"https://extra.example/simple"}}, []string{"extra.example", "files.pythonhosted.org", "pypi.org"}},
+		{InstallOptions{IndexURL: "http://index.test/simple"}, []string{"index.test"}},
+		{InstallOptions{IndexURL: "https://user:pw@Index.Example:8443/simple", ExtraIndexURLs: []string{"http://10.0.0.5:3141/root/pypi/+simple/"}}, []string{"10.0.0.5:3141", "index.example:8443"}},
+		{InstallOptions{IndexURL: "http://[fd00::5]/simple"}, []string{"[fd00::5]"}},
+		{InstallOptions{IndexURL: "https://pypi.org/simple"}, []string{"files.pythonhosted.org", "pypi.org"}},
+	} {
+		got, err := indexHosts(c.o)
+		require.NoError(t, err, c.o)
+		assert.Equal(t, c.want, got, c.o)
+	}
+	for _, bad := range []string{"file:///srv/index", "index.test/simple", "http:///simple", "ftp://x/"} {
+		_, err := indexHosts(InstallOptions{IndexURL: bad})
+		assert.ErrorIs(t, err, ErrInvalid, bad)
+	}
+}

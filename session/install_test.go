@@ -3,33 +3,50 @@ package session_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
-	"net/http"
+	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimectl/runtimectl/images"
+	"github.com/runtimectl/runtimectl/internal/fakenet"
 	"github.com/runtimectl/runtimectl/internal/testenv"
+	"github.com/runtimectl/runtimectl/lang"
 	"github.com/runtimectl/runtimectl/session"
 )
 
-// localIndex serves wheels as a PEP 503 simple index on all addresses of the host, and returns
-// its URL as the engine's default bridge reaches the host (its gateway), and that host.
-func localIndex(t *testing.T, wheels map[string][]byte) (string, string) {
+// localIndex starts a fake internet (internal/fakenet) whose index serves wheels besides its
+// probe, and returns a Client whose proxies (the installers' among them) resolve its names, the
+// fake internet, and the index's URL (http://index.test/simple: pip needs --trusted-host
+// fakenet.Index for it).
+func localIndex(t *testing.T, wheels map[string][]byte) (*session.Client, *fakenet.Internet, string) {
 	t.Helper()
-	mux := http.NewServeMux()
-	for name, data := range wheels {
-		file := name + "-1.0-py3-none-any.whl"
-		sum := sha256.Sum256(data)
-		mux.HandleFunc("/simple/"+name+"/", func(w http.ResponseWriter, r *http.Request) {
-			fmt.Fprintf(w, "<html><body><a href=\"/files/%s#sha256=%x\">%s</a></body></html>", file, sum, file)
-		})
-		mux.HandleFunc("/files/"+file, func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(data) })
-	}
-	base, gw := testenv.ServeOnBridge(t, mux)
-	return base + "/simple", gw
+	testenv.Images(t)
+	py, _ := lang.Get("python")
+	in := fakenet.Start(t, images.Ref(py), fakenet.WithWheels(wheels))
+	return egressClient(t, in), in, "http://" + fakenet.Index + "/simple"
+}
+
+// helperVolumesFor lists the engine's helper volumes (installers' proxies') that work for
+// session name.
+func helperVolumesFor(t *testing.T, name string) []string {
+	t.Helper()
+	out, err := exec.Command("docker", "volume", "ls", "-q", "--filter", "label=io.runtimectl.helper-for="+name).Output()
+	require.NoError(t, err)
+	return strings.Fields(string(out))
+}
+
+// noHelpersLeft says that nothing of an install is left for session name: no installer, no
+// proxy, no proxy volume (within a few seconds: a container that removes itself is gone a
+// moment after it ends).
+func noHelpersLeft(t *testing.T, name, when string) {
+	t.Helper()
+	assert.Eventually(t, func() bool { return len(helpersFor(t, name)) == 0 && len(helperVolumesFor(t, name)) == 0 }, 15*time.Second, 250*time.Millisecond,
+		"%s: helpers %v, volumes %v are left", when, helpersFor(t, name), helperVolumesFor(t, name))
 }
 
 // Packages at runtime: `session install` from a local index puts a package into the session's
@@ -37,10 +54,10 @@ func localIndex(t *testing.T, wheels map[string][]byte) (string, string) {
 // `%pip install` line in the code does the same before the cell runs; `!cmd` runs a shell
 // command; other magics are a clear error. The session itself keeps --network none.
 func TestInstallPackagesAtRuntime(t *testing.T) {
-	c := testenv.Client(t)
+	c, in, index := localIndex(t, map[string][]byte{"tinypkg": testenv.Wheel(t, "tinypkg", 42), "otherpkg": testenv.Wheel(t, "otherpkg", 7)})
+	host := fakenet.Index
 	ctx := context.Background()
-	index, host := localIndex(t, map[string][]byte{"tinypkg": testenv.Wheel(t, "tinypkg", 42), "otherpkg": testenv.Wheel(t, "otherpkg", 7)})
-	s := testenv.Start(t, c, session.Spec{})
+	s := startEgress(t, c, session.Spec{})
 	name := s.Name()
 	run := func(code string) *session.Result {
 		t.Helper()
@@ -48,12 +65,13 @@ func TestInstallPackagesAtRuntime(t *testing.T) {
 		require.NoError(t, err, code)
 		return r
 	}
-	r := run("import socket\ntry:\n    socket.create_connection(('" + host + "', 80), timeout=2)\n    net = 'reached'\nexcept OSError as e:\n    net = 'no network'\nnet")
+	r := run("import socket\ntry:\n    socket.create_connection(('" + in.Addr(fakenet.Index) + "', 80), timeout=2)\n    net = 'reached'\nexcept OSError as e:\n    net = 'no network'\nnet")
 	assert.Equal(t, "'no network'", *r.Result, "the session has no network")
 
 	var out bytes.Buffer
 	require.NoError(t, c.Install(ctx, name, session.InstallOptions{Packages: []string{"tinypkg"}, IndexURL: index, TrustedHosts: []string{host}, Output: &out}), out.String())
 	assert.Contains(t, out.String(), "Successfully installed tinypkg-1.0")
+	noHelpersLeft(t, name, "after an install")
 	r = run("import tinypkg\ntinypkg.VALUE")
 	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "42", *r.Result, "importable at once, without a restart")

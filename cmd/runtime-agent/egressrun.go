@@ -24,7 +24,7 @@ import (
 // mounts an egress proxy's socket volume at contract.EgressDir: it starts the relay (the proxy
 // port, DNS and the allowed names' ports on loopback) and runs CMD as uid with
 // HTTP(S)_PROXY set, and exits with its status.
-const EgressRun = "egress-run"
+const EgressRun = contract.AgentEgressRun
 
 func egressRun(args []string) int {
 	fs := flag.NewFlagSet(EgressRun, flag.ContinueOnError)

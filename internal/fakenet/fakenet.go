@@ -74,6 +74,18 @@ type hostDef struct {
 	files map[string][]byte
 }
 
+// Option adds to what the fake internet serves.
+type Option func(*options)
+
+type options struct{ wheels map[string][]byte }
+
+// WithWheels adds packages to the index: a name → its wheel (testenv.Wheel(t, name, value)),
+// at http://Index/simple/NAME/. The index also answers every path under /hang/ by never
+// answering (an index that hangs), after recording the request.
+func WithWheels(wheels map[string][]byte) Option {
+	return func(o *options) { o.wheels = wheels }
+}
+
 // Start starts the fake internet's hosts from image (runtimectl's Python image) on a network of
 // their own, removed at the end of the test.
 func Start(t testing.TB, image string, opts ...Option) *Internet {
@@ -102,7 +114,7 @@ func Start(t testing.TB, image string, opts ...Option) *Internet {
 	defs := []hostDef{
 		{names: []string{Allowed, Twin, API}, env: map[string]string{"FAKENET_NAME": "web"}},
 		{names: []string{Denied}, env: map[string]string{"FAKENET_NAME": "other"}},
-		{names: []string{Index, DeniedIndex}, env: map[string]string{"FAKENET_NAME": "index", "FAKENET_ROOT": "/srv"}, files: indexFiles(t)},
+		{names: []string{Index, DeniedIndex}, env: map[string]string{"FAKENET_NAME": "index", "FAKENET_ROOT": "/srv"}, files: indexFiles(t, o.wheels)},
 	}
 	for _, d := range defs {
 		cert, err := ca.Leaf(d.names...)

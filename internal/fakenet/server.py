@@ -1,7 +1,8 @@
 # A host of runtimectl's fake internet (internal/fakenet): HTTP on 80 and 8080, HTTPS on 443
 # (the certificate in /certs names every name of this host), each request answered with what it
 # was (host, path, headers) as JSON, and recorded, one JSON line each, in /tmp/seen.jsonl; with
-# FAKENET_ROOT, GET serves that folder's files instead (a PEP 503 package index).
+# FAKENET_ROOT, GET serves that folder's files instead (a PEP 503 package index); a path under
+# /hang/ is recorded and never answered.
 import http.server
 import json
 import os
@@ -33,6 +34,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         }
         with lock, open(SEEN, "a") as f:
             f.write(json.dumps(rec) + "\n")
+        if self.path.startswith("/hang/"):
+            threading.Event().wait(600)  # a host that takes the request and never answers
+            self.close_connection = True
+            return
         ctype, out, code = "application/json", json.dumps(rec).encode(), 200
         if ROOT and self.command in ("GET", "HEAD"):
             path = os.path.normpath(os.path.join(ROOT, self.path.split("?")[0].lstrip("/")))
