@@ -228,7 +228,11 @@ func (m *Manager) RemoveHelper(ctx context.Context, id string) error {
 		if !ok {
 			return nil
 		}
-		if err := m.classify(va.VolumeRemove(ctx, name, false)); err != nil && !errors.Is(err, ErrNotFound) {
+		err := va.VolumeRemove(ctx, name, false)
+		if err != nil && errdefs.IsConflict(err) {
+			return nil // in use again: the removal of the container that mounts it removes it
+		}
+		if err := m.classify(err); err != nil && !errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("remove helper volume %s: %w", name, err)
 		}
 		return nil

@@ -56,8 +56,9 @@ type InstallJob struct {
 	Egress *EgressSpec
 }
 
-// Helpers lists and removes the short-lived helper runtimes (installers, measures) that the
-// engine runs beside sessions, which carry contract.LabelHelper (and LabelHelperFor, LabelDeadline)
+// Helpers lists and removes the short-lived helper runtimes (installers, their egress proxies,
+// measures, and on Docker a proxy's socket volume that a crash left) that the engine runs beside
+// sessions, which carry contract.LabelHelper (and LabelHelperFor, LabelDeadline)
 // and never a session's label: gc sweeps the leftovers, and removing a session removes those
 // that work for it.
 type Helpers interface {

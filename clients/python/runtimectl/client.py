@@ -146,7 +146,8 @@ class Session:
                 no_deps: bool = False) -> str:
         """Like `runtimectl session install`: pip installs the packages (or the content of a
         requirements file) into the session's virtual environment on its volume, in an
-        installer container with network access; the session imports them at once. Returns the
+        installer container that reaches the index's hosts only (those of index_url and
+        extra_index_urls, PyPI's without them); the session imports them at once. Returns the
         end of pip's output. `%pip install` lines in code do the same."""
         return self._c._do(_api.install(self.name, packages, requirements, index_url, extra_index_urls,
                                         trusted_hosts, no_deps))
