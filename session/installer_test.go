@@ -169,6 +169,9 @@ func TestAnInstallerHasADeadlineAndIsNotTheSession(t *testing.T) {
 	assert.Empty(t, helperVolumesFor(t, name))
 }
 
+// pyQuote is s as a Python string literal (JSON's is one).
+func pyQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
 // helperKinds lists the kinds (contract.LabelHelper) of the engine's helper containers that work
 // for session name.
 func helperKinds(t *testing.T, name string) []string {

@@ -60,7 +60,10 @@ var Ports = []int{80, 8080, 443}
 // Option changes how Start makes the fake internet.
 type Option func(*options)
 
-type options struct{ published string }
+type options struct {
+	published string
+	wheels    map[string][]byte
+}
 
 // Published publishes every host's Ports on this machine's addresses (ports Docker picks) and
 // names each host by addr, an address of this machine, instead of its container's: for a
@@ -73,11 +76,6 @@ type hostDef struct {
 	env   map[string]string
 	files map[string][]byte
 }
-
-// Option adds to what the fake internet serves.
-type Option func(*options)
-
-type options struct{ wheels map[string][]byte }
 
 // WithWheels adds packages to the index: a name → its wheel (testenv.Wheel(t, name, value)),
 // at http://Index/simple/NAME/. The index also answers every path under /hang/ by never
