@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -54,6 +55,11 @@ type Factory struct {
 	Serving bool
 	// InstallBuilds is set by `serve --allow-builds` (session.WithInstallBuilds).
 	InstallBuilds bool
+	// InstallIndex and InstallTrusted are --install-index and --install-trusted-host
+	// (session.WithInstallIndex): the index of installs that name none, and the only index
+	// besides the session's allowed hosts that a cell's %pip may name.
+	InstallIndex   string
+	InstallTrusted []string
 
 	once   sync.Once
 	client *session.Client
@@ -81,6 +87,16 @@ func (f *Factory) Client() (*session.Client, error) {
 		}
 		if f.InstallBuilds {
 			opts = append(opts, session.WithInstallBuilds())
+		}
+		if f.InstallIndex != "" {
+			if u, err := url.Parse(f.InstallIndex); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+				f.err = usagef("--install-index %q: give the http:// or https:// URL of a package index (https://pypi.internal/simple)", f.InstallIndex)
+				return
+			}
+			opts = append(opts, session.WithInstallIndex(f.InstallIndex, f.InstallTrusted...))
+		} else if len(f.InstallTrusted) > 0 {
+			f.err = usagef("--install-trusted-host goes with --install-index URL")
+			return
 		}
 		switch f.backend() {
 		case engine.Docker:
@@ -209,6 +225,8 @@ being stopped, killed or replaced.`,
 	root.PersistentFlags().StringVar(&f.Backend, "backend", "", "engine: docker or kubernetes (default: $RUNTIMECTL_BACKEND, else docker)")
 	root.PersistentFlags().StringVar(&f.Kubeconfig, "kubeconfig", "", "kubernetes: the cluster's kubeconfig (default: $KUBECONFIG, else ~/.kube/config)")
 	root.PersistentFlags().StringVar(&f.Namespace, "namespace", "", "kubernetes: the namespace of the sessions (default: the kubeconfig context's, else default)")
+	root.PersistentFlags().StringVar(&f.InstallIndex, "install-index", "", "package index (`URL`) of the installs that name none (%pip in cells, install_packages) in place of PyPI; the only index a cell's %pip may name besides the session's allowed hosts")
+	root.PersistentFlags().StringArrayVar(&f.InstallTrusted, "install-trusted-host", nil, "pip's --trusted-host (`HOST`) for --install-index (plain HTTP, a self-signed certificate)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v; see `%s --help`", err, c.CommandPath())
 	})

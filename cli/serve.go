@@ -55,6 +55,7 @@ certificates signed by that CA) or --insecure. The API is at /openapi.json, metr
 		Example: `  printf '%s me admin\n' "$(openssl rand -hex 24)" > tokens.txt && chmod 600 tokens.txt
   runtimectl serve --token-file tokens.txt
   runtimectl serve --listen 0.0.0.0:8700 --token-file tokens.txt --tls-cert cert.pem --tls-key key.pem
+  runtimectl serve --token-file tokens.txt --install-index https://pypi.internal/simple   # %pip's index
   kill -HUP $(pidof runtimectl)     # read the token file again`,
 		Args: args(0, 0),
 		RunE: func(c *cobra.Command, _ []string) error {

@@ -25,12 +25,12 @@ import (
 
 const egressSecret = "tok-3f9c1a7e5b2d4c6f8a0b"
 
-func egressClient(t *testing.T, in *fakenet.Internet) *session.Client {
+func egressClient(t *testing.T, in *fakenet.Internet, opts ...session.Option) *session.Client {
 	t.Helper()
 	testenv.Images(t)
 	e, err := docker.New("")
 	require.NoError(t, err)
-	c := session.NewWithEngine(e, session.WithEgress(session.EgressOptions{
+	c := session.NewWithEngine(e, append(opts, session.WithEgress(session.EgressOptions{
 		Network: in.Network, Hosts: in.Hosts(), UpstreamCAs: in.CAPEM,
 		Lookup: func(name string) (string, bool) {
 			if name == "EGRESS_TEST_SECRET" {
@@ -38,7 +38,7 @@ func egressClient(t *testing.T, in *fakenet.Internet) *session.Client {
 			}
 			return "", false
 		},
-	}))
+	}))...)
 	t.Cleanup(func() { c.Close() })
 	return c
 }

@@ -41,6 +41,10 @@ type InstallOptions struct {
 	Timeout time.Duration
 	// Output receives pip's output as it runs (nil: discarded).
 	Output io.Writer
+
+	// cell marks an install that a cell's code asked for (a `%pip` line): its index URLs may
+	// name only the operator's index and the hosts the session itself may reach (cellIndex).
+	cell bool
 }
 
 // WithInstallBuilds lets the installs that a session's code asks for (`%pip install` in a
@@ -56,7 +60,8 @@ type installIndex struct {
 // WithInstallIndex makes indexURL the package index of the installs that name none (no
 // InstallOptions.IndexURL: a `%pip` line or an MCP client's install too), in place of PyPI: an
 // operator's own index or mirror, which the installers then reach instead of PyPI's hosts.
-// trustedHosts are pip's --trusted-host for it (an http:// index needs its host there).
+// It is also the one index, besides the hosts the session may reach itself, that a cell's
+// `%pip` line may name (see cellIndex); without it, PyPI's. trustedHosts are pip's --trusted-host for it (an http:// index needs its host there).
 func WithInstallIndex(indexURL string, trustedHosts ...string) Option {
 	return func(o *options) { o.installIndex = installIndex{url: indexURL, trusted: trustedHosts} }
 }
@@ -96,6 +101,11 @@ func (c *Client) Install(ctx context.Context, name string, o InstallOptions) err
 	}
 	if st.Lang != "python" {
 		return fmt.Errorf("%w: session %q is a %s session: packages are installed into Python sessions", ErrInvalid, name, st.Lang)
+	}
+	if o.cell {
+		if err := c.cellIndex(name, st, o); err != nil {
+			return err
+		}
 	}
 	o.AllowBuilds = o.AllowBuilds || c.installBuilds
 	if o.IndexURL == "" && c.installIndex.url != "" {
@@ -234,6 +244,56 @@ func indexHosts(o InstallOptions) ([]string, error) {
 	return list.Strings(), nil
 }
 
+// cellIndex refuses the index URLs of a cell's install (a `%pip` line) on hosts that are
+// neither the operator's index (WithInstallIndex's host, or PyPI's without one) nor hosts the
+// session may reach itself (its allowed hosts): the cell is code a model wrote, and an index
+// URL of its choosing would carry the session's data out, even from a session without network.
+// Explicit installs (Client.Install, `session install`, the server's route) take any index.
+func (c *Client) cellIndex(name string, st Settings, o InstallOptions) error {
+	operator, err := indexHosts(InstallOptions{IndexURL: c.installIndex.url})
+	if err != nil {
+		return err
+	}
+	opList, err := egress.ParseAllowHosts(operator)
+	if err != nil {
+		return fmt.Errorf("%w install index: %v", ErrInvalid, err)
+	}
+	sessList, err := egress.ParseAllowHosts(st.AllowHosts)
+	if err != nil {
+		return fmt.Errorf("%w session %q's allowed hosts: %v", ErrInvalid, name, err)
+	}
+	for _, raw := range append([]string{o.IndexURL}, o.ExtraIndexURLs...) {
+		if raw == "" {
+			continue
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+			return fmt.Errorf("%w index URL %q: give an http:// or https:// URL of a package index (the installer reaches only the hosts of its index URLs)", ErrInvalid, raw)
+		}
+		port := 443
+		if u.Scheme == "http" {
+			port = 80
+		}
+		if u.Port() != "" {
+			port, _ = strconv.Atoi(u.Port())
+		}
+		if opList.Allows(u.Hostname(), port) || sessList.Allows(u.Hostname(), port) {
+			continue
+		}
+		host := u.Host
+		allowed := "the install index " + strings.Join(operator, ", ")
+		if len(st.AllowHosts) > 0 {
+			allowed += " and the session's allowed hosts " + strings.Join(st.AllowHosts, ", ")
+		}
+		return advice.Errorf("%w index host %s in a %%pip line: a cell's install may use only %s; %s", ErrInvalid, host, allowed,
+			advice.Words{
+				Lib: fmt.Sprintf("install from that index with Client.Install(ctx, %q, InstallOptions{IndexURL: ...}), or start the session with AllowHosts %s, or make the Client WithInstallIndex(URL)", name, host),
+				CLI: fmt.Sprintf("install from that index with `runtimectl session install %s PKG --index-url URL`, or start the session with --allow-host %s, or make an index the operator's with `runtimectl serve --install-index URL` (a global flag)", name, host),
+			})
+	}
+	return nil
+}
+
 // installEgress is the egress proxy of an install into session name: it allows the index's
 // hosts (allow) and nothing else, and is made as the Client's proxies are (EgressOptions, the
 // engine host's addresses refused), apart from the session's own proxy, which it never widens.
@@ -319,7 +379,7 @@ func pipLines(code string) (string, []InstallOptions, error) {
 		if m == nil {
 			continue
 		}
-		var o InstallOptions
+		o := InstallOptions{cell: true}
 		words := strings.Fields(m[2])
 		for k := 0; k < len(words); k++ {
 			w := strings.Trim(words[k], `"'`)

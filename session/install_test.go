@@ -22,13 +22,19 @@ import (
 // localIndex starts a fake internet (internal/fakenet) whose index serves wheels besides its
 // probe, and returns a Client whose proxies (the installers' among them) resolve its names, the
 // fake internet, and the index's URL (http://index.test/simple: pip needs --trusted-host
-// fakenet.Index for it).
-func localIndex(t *testing.T, wheels map[string][]byte) (*session.Client, *fakenet.Internet, string) {
+// fakenet.Index for it). With operatorIndex the Client has it as its install index
+// (session.WithInstallIndex), which a cell's %pip may name.
+func localIndex(t *testing.T, wheels map[string][]byte, operatorIndex ...bool) (*session.Client, *fakenet.Internet, string) {
 	t.Helper()
 	testenv.Images(t)
 	py, _ := lang.Get("python")
 	in := fakenet.Start(t, images.Ref(py), fakenet.WithWheels(wheels))
-	return egressClient(t, in), in, "http://" + fakenet.Index + "/simple"
+	index := "http://" + fakenet.Index + "/simple"
+	var opts []session.Option
+	if len(operatorIndex) > 0 && operatorIndex[0] {
+		opts = append(opts, session.WithInstallIndex(index, fakenet.Index))
+	}
+	return egressClient(t, in, opts...), in, index
 }
 
 // helperVolumesFor lists the engine's helper volumes (installers' proxies') that work for
@@ -52,9 +58,10 @@ func noHelpersLeft(t *testing.T, name, when string) {
 // Packages at runtime: `session install` from a local index puts a package into the session's
 // virtual environment on its volume, importable at once and again after a stop and start; a
 // `%pip install` line in the code does the same before the cell runs; `!cmd` runs a shell
-// command; other magics are a clear error. The session itself keeps --network none.
+// command; other magics are a clear error. The session itself keeps --network none. A cell's
+// %pip may name the operator's index (the Client's WithInstallIndex), and no other.
 func TestInstallPackagesAtRuntime(t *testing.T) {
-	c, in, index := localIndex(t, map[string][]byte{"tinypkg": testenv.Wheel(t, "tinypkg", 42), "otherpkg": testenv.Wheel(t, "otherpkg", 7)})
+	c, in, index := localIndex(t, map[string][]byte{"tinypkg": testenv.Wheel(t, "tinypkg", 42), "otherpkg": testenv.Wheel(t, "otherpkg", 7)}, true)
 	host := fakenet.Index
 	ctx := context.Background()
 	s := startEgress(t, c, session.Spec{})
@@ -75,6 +82,13 @@ func TestInstallPackagesAtRuntime(t *testing.T) {
 	r = run("import tinypkg\ntinypkg.VALUE")
 	require.Equal(t, "ok", string(r.Status), r.Stderr)
 	assert.Equal(t, "42", *r.Result, "importable at once, without a restart")
+
+	_, err := s.Exec(ctx, "%pip install otherpkg --index-url http://"+fakenet.DeniedIndex+"/simple\nimport otherpkg", session.ExecOptions{})
+	require.ErrorIs(t, err, session.ErrInvalid, "a cell's own index is refused")
+	assert.Contains(t, err.Error(), "index host "+fakenet.DeniedIndex+" in a %pip line")
+	noHelpersLeft(t, name, "after a refused %pip")
+	r = run("import importlib.util\nimportlib.util.find_spec('otherpkg') is None")
+	assert.Equal(t, "True", *r.Result, "nothing was installed")
 
 	r = run(fmt.Sprintf("%%pip install otherpkg --index-url %s --trusted-host %s\nimport otherpkg\notherpkg.VALUE", index, host))
 	require.Equal(t, "ok", string(r.Status), r.Stderr)

@@ -340,6 +340,18 @@ func (s *Session) Exec(ctx context.Context, code string, o ExecOptions) (*Result
 		if err != nil {
 			return nil, err
 		}
+		if len(installs) > 0 {
+			// every line's index is checked before any line installs
+			st, err := s.c.RecordedSettings(ctx, s.name)
+			if err != nil {
+				return nil, err
+			}
+			for _, inst := range installs {
+				if err := s.c.cellIndex(s.name, st, inst); err != nil {
+					return nil, err
+				}
+			}
+		}
 		for _, inst := range installs {
 			inst.Output = writerFunc(h.Stdout)
 			inst.Timeout = o.Timeout // the cell's timeout bounds its installs too

@@ -252,7 +252,9 @@ def _wheel(path, name, value):
 
 def test_install_from_a_local_index(serve, name, tmp_path):
     """Session.install from an index on this host (reached from the installer container
-    through the engine's bridge): importable at once, and by %pip in code."""
+    through the engine's bridge): importable at once, and by %pip in code when the index is the
+    server's (--install-index); a cell's %pip naming an index of its own is refused."""
+    from conftest import Serve
     import http.server
     import json as _json
     out = subprocess.run(["docker", "network", "inspect", "bridge", "-f", "{{json .IPAM.Config}}"],
@@ -274,10 +276,19 @@ def test_install_from_a_local_index(serve, name, tmp_path):
         out = s.install("pyonepkg", index_url=index, trusted_hosts=[gw])
         assert "Successfully installed pyonepkg-1.0" in out
         assert s.run("import pyonepkg\npyonepkg.VALUE").result == "5"
-        ex = s.run("%%pip install pytwopkg --index-url %s --trusted-host %s\nimport pytwopkg\npytwopkg.VALUE" % (index, gw))
-        assert ex.result == "6", ex.stderr
+        cell = "%%pip install pytwopkg --index-url %s --trusted-host %s\nimport pytwopkg\npytwopkg.VALUE" % (index, gw)
+        with pytest.raises(InvalidRequest) as e:
+            s.run(cell)
+        assert "index host %s:%d in a %%pip line" % (gw, httpd.server_address[1]) in str(e.value)
+        assert s.run("import importlib.util\nimportlib.util.find_spec('pytwopkg') is None").result == "True"
         with pytest.raises(InvalidRequest):
             s.install()
+        srv = Serve(str(tmp_path), "--install-index", index, "--install-trusted-host", gw)
+        try:
+            ex = srv.client().get(name).run(cell)
+            assert ex.result == "6", ex.stderr
+        finally:
+            srv.stop()
     finally:
         httpd.shutdown()
 
