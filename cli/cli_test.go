@@ -42,6 +42,8 @@ func TestUsageErrorsNeedNoDocker(t *testing.T) {
 		{"bad format", []string{"session", "history", "a", "--format", "xml"}, "unknown --format"},
 		{"bad image lang", []string{"image", "build", "cobol"}, "unknown language"},
 		{"unknown command", []string{"sesion"}, "unknown command"},
+		{"bad install index", []string{"--install-index", "ftp://h/simple", "session", "ls"}, "--install-index \"ftp://h/simple\": give the http:// or https:// URL"},
+		{"trusted host without index", []string{"session", "ls", "--install-trusted-host", "h"}, "--install-trusted-host goes with --install-index URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(t, "", tc.args...)
