@@ -77,26 +77,48 @@ func CopyData(dst io.Writer, r *bufio.Reader, maxChunk int64) (int64, error) {
 		maxChunk = DefaultMaxChunk
 	}
 	w := &stickyWriter{w: dst}
+	// The data of successive chunks is gathered into writes of copyBuf bytes: a pipe gives at
+	// most its capacity (64 KiB) a read, and a file takes a large write for the cost of a small.
+	buf := make([]byte, copyBuf)
+	fill := 0
+	flush := func() int64 {
+		if fill > 0 {
+			_, _ = w.Write(buf[:fill])
+			fill = 0
+		}
+		return w.n
+	}
 	for {
 		n, err := readHeader(r, maxChunk)
 		if err != nil {
-			return w.n, fmt.Errorf("snapshot stream: %w", err)
+			return flush(), fmt.Errorf("snapshot stream: %w", err)
 		}
 		if n == 0 {
+			flush()
 			if w.err != nil {
 				return w.n, fmt.Errorf("snapshot stream: write data: %w", w.err)
 			}
 			return w.n, nil
 		}
-		got, err := io.CopyN(w, r, n)
-		if errors.Is(err, io.EOF) {
-			return w.n, fmt.Errorf("snapshot stream: chunk of %d bytes ended after %d: %w", n, got, io.ErrUnexpectedEOF)
-		}
-		if err != nil {
-			return w.n, fmt.Errorf("snapshot stream: %w", err)
+		for got := int64(0); got < n; {
+			k, err := r.Read(buf[fill:min(int64(len(buf)), int64(fill)+n-got)])
+			fill += k
+			got += int64(k)
+			if fill == len(buf) {
+				flush()
+			}
+			if errors.Is(err, io.EOF) && got < n {
+				return flush(), fmt.Errorf("snapshot stream: chunk of %d bytes ended after %d: %w", n, got, io.ErrUnexpectedEOF)
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return flush(), fmt.Errorf("snapshot stream: %w", err)
+			}
 		}
 	}
 }
+
+// copyBuf is the size of CopyData's writes to its destination.
+const copyBuf = 1 << 20
 
 // stickyWriter passes writes on until the first error, then swallows them,
 // so that a failing destination does not stop the reading.
