@@ -205,12 +205,42 @@ def _write_all(fd, data):
         mv = mv[n:]
 
 
+# Output order across the two pipes: the agent reads fds 1 and 2 apart, so what was written to
+# one just before the other could reach it second. When the code's writes go from one stream to
+# the other, the writer first waits (ORDER_WAIT at most) until the agent has read what the
+# other stream's pipe holds.
+ORDER_WAIT = 0.005
+_last_fd = [None]
+
+
+def _drained(fd):
+    """Waits until the pipe on fd holds nothing unread, ORDER_WAIT at most."""
+    try:
+        import fcntl
+        import termios
+        n = bytearray(4)
+        deadline = None
+        while True:
+            fcntl.ioctl(fd, termios.FIONREAD, n, True)
+            if n == b"\0\0\0\0":
+                return
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + ORDER_WAIT
+            elif now >= deadline:
+                return
+            time.sleep(0.0001)
+    except (OSError, ValueError, ImportError):
+        return
+
+
 class _FdWriter(io.RawIOBase):
     """Raw unbuffered writer on a file descriptor that loops until every byte is out."""
 
-    def __init__(self, fd):
+    def __init__(self, fd, other=None):
         super().__init__()
         self._fd = fd
+        self._other = other     # the other output stream's fd, whose pipe is read apart
 
     def writable(self):
         return True
@@ -224,6 +254,10 @@ class _FdWriter(io.RawIOBase):
     def write(self, b):
         mv = memoryview(b)
         n = mv.nbytes
+        if self._other is not None and _last_fd[0] != self._fd:
+            if _last_fd[0] == self._other:
+                _drained(self._other)
+            _last_fd[0] = self._fd
         _write_all(self._fd, mv)
         return n
 
@@ -231,8 +265,8 @@ class _FdWriter(io.RawIOBase):
         pass
 
 
-def _text_stream(fd):
-    return io.TextIOWrapper(_FdWriter(fd), encoding="utf-8", errors="backslashreplace",
+def _text_stream(fd, other=None):
+    return io.TextIOWrapper(_FdWriter(fd, other), encoding="utf-8", errors="backslashreplace",
                             write_through=True, line_buffering=False)
 
 
@@ -565,8 +599,8 @@ class Kernel:
                 s.flush()
             except Exception:
                 pass
-        self.out = _text_stream(1)
-        self.err = _text_stream(2)
+        self.out = _text_stream(1, 2)
+        self.err = _text_stream(2, 1)
         sys.stdout = sys.__stdout__ = self.out
         sys.stderr = sys.__stderr__ = self.err
         self._reset_stdin()

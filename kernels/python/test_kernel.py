@@ -1027,3 +1027,53 @@ gdf = pd.DataFrame(grid)
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestOutputOrder(unittest.TestCase):
+    """A write that goes from one stream to the other waits until the other's pipe is read."""
+
+    def setUp(self):
+        sys.path.insert(0, HERE)
+        import kernel
+        self.k = kernel
+        self.a_r, self.a_w = os.pipe()
+        self.b_r, self.b_w = os.pipe()
+        self.out = kernel._FdWriter(self.a_w, self.b_w)
+        self.err = kernel._FdWriter(self.b_w, self.a_w)
+        kernel._last_fd[0] = None
+        self.wait = kernel.ORDER_WAIT
+        kernel.ORDER_WAIT = 10.0    # a loaded machine's reader is late, never this late
+
+    def tearDown(self):
+        self.k.ORDER_WAIT = self.wait
+        for fd in (self.a_r, self.a_w, self.b_r, self.b_w):
+            os.close(fd)
+
+    def unread(self, fd):
+        n = bytearray(4)
+        fcntl.ioctl(fd, __import__("termios").FIONREAD, n, True)
+        return int.from_bytes(n, sys.byteorder)
+
+    def test_the_switch_waits_for_the_other_pipe_to_be_read(self):
+        self.out.write(b"to stdout\n")
+        read = []
+        t = threading.Thread(target=lambda: (time.sleep(0.001), read.append(os.read(self.a_r, 100))))
+        t.start()
+        self.err.write(b"to stderr\n")
+        # The stderr bytes went in only after the stdout pipe was empty.
+        self.assertEqual(self.unread(self.a_w), 0)
+        t.join()
+        self.assertEqual(read, [b"to stdout\n"])
+        self.assertEqual(os.read(self.b_r, 100), b"to stderr\n")
+
+    def test_an_unread_pipe_holds_the_other_stream_only_a_moment(self):
+        self.k.ORDER_WAIT = 0.05
+        self.out.write(b"nobody reads this\n")
+        self.err.write(b"still written\n")     # returns: the wait is bounded
+        self.assertEqual(os.read(self.b_r, 100), b"still written\n")
+        self.assertGreater(self.unread(self.a_w), 0)
+
+    def test_writes_to_one_stream_do_not_wait(self):
+        self.out.write(b"a")
+        self.out.write(b"b")                   # the other pipe is not asked
+        self.assertEqual(os.read(self.a_r, 100), b"ab")
