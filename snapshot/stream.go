@@ -79,11 +79,16 @@ func CopyData(dst io.Writer, r *bufio.Reader, maxChunk int64) (int64, error) {
 	w := &stickyWriter{w: dst}
 	// The data of successive chunks is gathered into writes of copyBuf bytes: a pipe gives at
 	// most its capacity (64 KiB) a read, and a file takes a large write for the cost of a small.
-	buf := make([]byte, copyBuf)
+	// The buffer starts at 64 KiB (most snapshots are small: one is taken after nearly every
+	// execution) and doubles each time it fills, up to copyBuf.
+	buf := make([]byte, 64<<10)
 	fill := 0
 	flush := func() int64 {
 		if fill > 0 {
 			_, _ = w.Write(buf[:fill])
+			if fill == len(buf) && len(buf) < copyBuf {
+				buf = make([]byte, min(2*len(buf), copyBuf))
+			}
 			fill = 0
 		}
 		return w.n
