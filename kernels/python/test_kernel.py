@@ -1041,11 +1041,12 @@ class TestOutputOrder(unittest.TestCase):
         self.out = kernel._FdWriter(self.a_w, self.b_w)
         self.err = kernel._FdWriter(self.b_w, self.a_w)
         kernel._last_fd[0] = None
-        self.wait = kernel.ORDER_WAIT
-        kernel.ORDER_WAIT = 10.0    # a loaded machine's reader is late, never this late
+        self.wait = kernel.ORDER_WAIT, kernel.ORDER_BUDGET
+        kernel.ORDER_WAIT = kernel.ORDER_BUDGET = 10.0    # a loaded machine's reader is late, never this late
+        kernel._order_spent[:] = [0.0, 0.0]
 
     def tearDown(self):
-        self.k.ORDER_WAIT = self.wait
+        self.k.ORDER_WAIT, self.k.ORDER_BUDGET = self.wait
         for fd in (self.a_r, self.a_w, self.b_r, self.b_w):
             os.close(fd)
 
@@ -1077,3 +1078,15 @@ class TestOutputOrder(unittest.TestCase):
         self.out.write(b"a")
         self.out.write(b"b")                   # the other pipe is not asked
         self.assertEqual(os.read(self.a_r, 100), b"ab")
+
+    def test_a_tight_loop_of_switches_waits_only_its_budget(self):
+        self.k.ORDER_WAIT, self.k.ORDER_BUDGET = 0.05, 0.02
+        self.k.ORDER_WINDOW = 100.0     # one window for the whole test
+        try:
+            for i in range(20):         # nobody reads: each switch would wait ORDER_WAIT
+                self.out.write(b"o")
+                self.err.write(b"e")
+            # 20 waits of 50 ms would be a second; the budget stops them after 20 ms.
+            self.assertLess(self.k._order_spent[1], 0.5)
+        finally:
+            self.k.ORDER_WINDOW = 0.1
