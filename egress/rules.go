@@ -53,6 +53,10 @@ func ParseRule(s string) (Rule, error) {
 	if err != nil {
 		return Rule{}, fmt.Errorf("allow-host %q: %v", in, err)
 	}
+	if a, ok := ParseAddr(name); ok && !r.Wildcard {
+		r.Addr = a // "0.0.0.0." is the address, as its canonical form reads
+		return r, nil
+	}
 	r.Name = name
 	return r, nil
 }
