@@ -582,6 +582,10 @@ class Kernel:
         self.info = None
         self.shell = None       # IPython's InteractiveShell on the namespace (runtimectl_ipython)
         self.book = None
+        self.ipython = False    # the session has IPython: its shell is built at the first use
+        self.building = False
+        self.pending_inputs = []    # (seq, raw, parsed) of the executions before the build
+        self.pending_book = None    # (book, outs) restored before the build
         self.seq = 0            # the execution running, for displays
         self.rid = None
         self.hidden = {}
@@ -635,10 +639,11 @@ class Kernel:
         sys.modules["__main__"] = self.main
         self.ns = self.main.__dict__
         self.info = _info()
-        self._build_shell()
+        self._want_shell()
 
-    def _build_shell(self):
-        """IPython's shell on the namespace; without python3-ipython the driver still runs
+    def _want_shell(self):
+        """Whether the session has IPython's shell; it is built at its first use (ensure_shell,
+        runtimectl_ipython's "built at its first use"). Without python3-ipython the driver runs
         plain Python (`!cmd` lines through _shell_lines, no magics, no displays)."""
         if os.environ.get("RUNTIMECTL_IPYTHON") == "0":      # the session asked for plain Python
             return
@@ -648,23 +653,66 @@ class Kernel:
             import importlib.util
             if importlib.util.find_spec("IPython") is None:
                 return
+            _ipy.choose_backend()
         except (ImportError, ValueError):
             return
+        self.ipython = True
+        if os.environ.get("RUNTIMECTL_IPYTHON") == "eager":
+            self.ensure_shell()
+        else:
+            _ipy.lazy(self.ensure_shell)
+
+    def ensure_shell(self):
+        """The shell, built now if it is not yet: In filled in with the executions before it
+        and the In/Out a restore brought back. An interrupt waits for the build to end."""
+        if self.shell is not None or not self.ipython or self.building:
+            return self.shell
+        self.building = True
+        masked, self.masked = self.masked, True
+        # What the code bound before the build stays its own, as it would be with the shell
+        # built at start (the build sets _, __, ___, In, Out, ...; the restore _N, _iN, ...).
+        mine = dict(self.ns)
         try:
-            _ipy.choose_backend()
+            _ipy.unlazy()
             self.shell = _ipy.build(self, _shell)
             self.book = _ipy.Book(self.shell)
             for n in ("exit", "quit"):          # Python's own: SystemExit, which the kernel survives
                 self.ns.pop(n, None)
                 self.shell.user_ns_hidden.pop(n, None)
             self.hidden = self.shell.user_ns_hidden
+            if self.pending_book is not None:
+                book, outs = self.pending_book
+                self.pending_book = None
+                try:
+                    self.book.restore(book, outs)
+                except Exception as e:
+                    self.note("could not restore In/Out: %s: %s" % (type(e).__name__, e))
+            ns = self.ns
+            for n, v in mine.items():
+                if ns.get(n, mine) is not v:
+                    ns[n] = v
+            for seq, raw, parsed in self.pending_inputs:
+                self.book.store_input(seq, raw, parsed)
+            self.pending_inputs = []
+            if self.in_exec:
+                self.shell.execution_count = self.seq
         except Exception:
             self.note("IPython could not be set up; running plain Python: %s" % traceback.format_exc())
             self.shell = self.book = None
+            self.ipython = False
+            self.pending_inputs, self.pending_book = [], None
+            _ipy.unlazy()
+        finally:
+            self.building = False
+            self.masked = masked
+        if not masked and self.pending_sigint:
+            self.pending_sigint = False
+            raise KeyboardInterrupt
+        return self.shell
 
     def _hidden(self, name, value):
         """Whether a namespace entry is the shell's bookkeeping rather than a variable."""
-        if self.shell is None:
+        if not self.ipython:
             return False
         if name[:1] == "_":
             return _ipy.is_book_name(name)
@@ -860,7 +908,10 @@ class Kernel:
     # ----------------------------------------------------------------- main loop
     def serve(self):
         restored, failed, copies = [], [], []
-        self.preload(self.read_preload())
+        code = self.read_preload()
+        self.preload(code)
+        if code and self.ipython:
+            self.ensure_shell()     # a warm pool's member: its shell ready as its imports are
         rfd = os.environ.pop("RUNTIMECTL_RESTORE_FD", None)
         self.base_env = dict(os.environ)     # what a snapshot's environment is told apart from
         if rfd:
@@ -911,7 +962,7 @@ class Kernel:
 
     # ----------------------------------------------------------------- exec
     def fingerprint(self):
-        if self.shell is None:
+        if not self.ipython:
             return {k: id(v) for k, v in list(self.ns.items())}
         book = _ipy.is_book_name
         return {k: id(v) for k, v in list(self.ns.items()) if k[:1] != "_" or not book(k)}
@@ -919,6 +970,10 @@ class Kernel:
     def handle_query(self, op, req):
         """complete / inspect / is_complete, answered as ipykernel answers them."""
         rid = req.get("id")
+        try:
+            self.ensure_shell()
+        except KeyboardInterrupt:
+            pass
         if self.shell is None:
             self.event({"op": "error", "id": rid, "error": "%s needs IPython (python3-ipython)" % op})
             return
@@ -986,7 +1041,7 @@ class Kernel:
             pass
         self.event({"op": "done", "id": rid, "status": status, "result": result,
                     "error": error, "outputs": outputs, "changed": changed,
-                    "bookkeeping": self.book is not None})
+                    "bookkeeping": self.ipython})
 
     def _exec_env(self, req):
         """Sets an execution's own environment and working directory (`exec -e -w`) and
@@ -1042,11 +1097,18 @@ class Kernel:
 
     def run_code(self, code, filename, seq=0):
         self._refresh_packages()
+        raw = code
         sh = self.shell
+        if sh is None and self.ipython and _needs_transform(code):
+            sh, stopped = self._build_for()
+            if stopped is not None:
+                return stopped
         if sh is None:
-            code = _shell_lines(code)
+            if self.ipython:
+                self.pending_inputs.append((seq, raw, code))
+            else:
+                code = _shell_lines(code)
         else:
-            raw = code
             sh.execution_count = seq
             if _needs_transform(code):
                 try:
@@ -1075,8 +1137,13 @@ class Kernel:
         for c in (mod_code, expr_code):
             if c is not None:
                 self._learn_future(c)
+        if sh is None and self.ipython and _ipy.mentions_book(tree):
+            sh, stopped = self._build_for()     # In of this execution included
+            if stopped is not None:
+                return stopped
 
         before = self.fingerprint()
+        unbuilt = self.shell is None
         status, result, error, value, exc = "ok", None, None, None, None
         info = None
         try:
@@ -1088,13 +1155,15 @@ class Kernel:
                 value = self.call_user(self._run, expr_code)
                 if value is not None:
                     result = _cap(self.call_user(repr, value))
-                    if sh is not None:
-                        self.call_user(sh.displayhook, value)
+                    if self.shell is None and self.ipython:
+                        self.call_user(self.ensure_shell)
+                    if self.shell is not None:
+                        self.call_user(self.shell.displayhook, value)
         except KeyboardInterrupt as e:
             status, exc = "interrupted", e
         except BaseException as e:           # SystemExit included: the kernel survives it
             status, exc = "error", e
-        if sh is not None:
+        if self.shell is not None:      # (built during the execution, if it was not before)
             try:
                 self.call_user(self._post_cell, info, exc if exc is not None else None, value)
             except KeyboardInterrupt as e:
@@ -1123,9 +1192,24 @@ class Kernel:
         # a key, an attribute can be a property, a call that raised may have mutated first), so
         # the snapshot is skipped only where that is provable: no statement at all (comments),
         # or only literals and plain names looked up, no name rebound.
-        changed = not (self.fingerprint() == before and self._inert(tree, value, exc))
+        after = self.fingerprint()
+        if unbuilt and self.shell is not None:      # the names the shell's build added are its own
+            ns = self.ns
+            after = {k: v for k, v in after.items() if k in before or not self._hidden(k, ns.get(k))}
+        changed = not (after == before and self._inert(tree, value, exc))
         exc = None
         return status, result, error, value, changed
+
+    def _build_for(self):
+        """ensure_shell before an execution's code runs: (shell, None), or (None, the
+        execution's result) when an interrupt came during the build."""
+        try:
+            return self.call_user(self.ensure_shell), None
+        except KeyboardInterrupt:
+            tb = "KeyboardInterrupt\n"
+            self.note_raw(tb)
+            return None, ("interrupted", None, {"name": "KeyboardInterrupt", "value": "",
+                                                "traceback": tb}, None, False)
 
     def _pre_cell(self, raw):
         from IPython.core.interactiveshell import ExecutionInfo
@@ -1508,11 +1592,14 @@ class Kernel:
                 if isinstance(k, str) and k.startswith("<exec-") and len(entry) >= 3:
                     sources[k] = "".join(entry[2])
             book = None
-            if self.book is not None:
+            if self.ipython:
                 # In and Out, within bounds: Out's values in the one pass with the variables (what
                 # they share stays shared), under names that no variable can have.
                 try:
-                    book, outs = self.book.snapshot()
+                    if self.book is not None:
+                        book, outs = self.book.snapshot()
+                    else:
+                        book, outs = _ipy.pending_snapshot(self.pending_book, self.pending_inputs)
                     for n, v in outs.items():
                         if v is not None and not _prefilter_reason(v):
                             kept[OUT_PREFIX + str(n)] = v
@@ -1686,6 +1773,8 @@ class Kernel:
                         self.book.restore(header.get("ipython"), outs)
                     except Exception as e:
                         self.note("could not restore In/Out: %s: %s" % (type(e).__name__, e))
+                elif self.ipython:
+                    self.pending_book = (header.get("ipython"), outs)   # at the build
                 self.ns.update(values)
                 restored.extend(values)
                 for n in names:

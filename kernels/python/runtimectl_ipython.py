@@ -55,6 +55,123 @@ def is_book_name(name):
     return name[:1] == "_" and name[1:].isdigit()
 
 
+# The shell is built at its first use, not at start (bench/README.md, "IPython built at its first
+# use"): a session whose code is plain statements never pays for it (0.4 s of start, 10 MiB). It is
+# built, then the In of the executions before it filled in, when
+# - a cell needs IPython's transformer (magics, !cmd, obj?), names the shell's bookkeeping (In,
+#   Out, _, _i3, get_ipython, display...), or shows a value (an expression's result);
+# - a complete / inspect / is_complete request comes;
+# - anything imports IPython (matplotlib's inline backend, tqdm, `from IPython.display import
+#   HTML`): _Trigger, on sys.meta_path until then, builds it inside that import;
+# - display() is called (a function defined in an earlier cell, code run by exec): the builtin is a
+#   stand-in (LazyDisplay) until the shell's own replaces it.
+# Until then `get_ipython` and `__IPYTHON__` are not builtins: a library that looks for them sees
+# plain Python (pandas' is_terminal answers the same as with the shell, which has no kernel).
+LAZY_NAMES = frozenset(("display", "__IPYTHON__"))    # names that build the shell besides is_book_name's
+
+
+class _BuiltLoader:
+    """The loader of the spec _Trigger answers: the package the build imported, as it is."""
+
+    def __init__(self, mod):
+        self.mod = mod
+        self.spec = getattr(mod, "__spec__", None)
+
+    def create_module(self, spec):
+        return self.mod
+
+    def exec_module(self, mod):
+        if self.spec is not None:
+            mod.__spec__ = self.spec      # the import set ours; the package's own again
+
+
+class _Trigger:
+    """On sys.meta_path until the shell is built: an import of the IPython package builds the
+    shell (which imports the package its own way) and answers that package."""
+
+    def __init__(self, build):
+        self.build = build
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "IPython" or path is not None:
+            return None
+        self.build()
+        mod = sys.modules.pop("IPython", None)
+        if mod is None:                   # the build failed: the package as Python imports it
+            return None
+        import importlib.util
+        return importlib.util.spec_from_loader("IPython", _BuiltLoader(mod), is_package=True)
+
+
+def lazy(build):
+    """Sets up the first-use build: build() builds the shell (and calls unlazy first)."""
+    if not any(isinstance(f, _Trigger) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Trigger(build))
+
+    def display(*objs, **kwargs):
+        build()
+        real = builtins.__dict__.get("display")
+        if real is display or real is None:
+            raise NameError("name 'display' is not defined (IPython could not be set up)")
+        return real(*objs, **kwargs)
+    display.__qualname__ = "display"
+    display.runtimectl_lazy = True
+    builtins.display = display
+
+
+def unlazy():
+    """Takes the first-use hooks off (before the build, and for good if it fails)."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Trigger)]
+    d = builtins.__dict__.get("display")
+    if getattr(d, "runtimectl_lazy", False):
+        del builtins.display
+
+
+def mentions_book(tree):
+    """Whether a cell's code names the shell's bookkeeping or display (so it needs the shell)."""
+    import ast
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            n = node.id
+            if n in LAZY_NAMES or is_book_name(n):
+                return True
+    return False
+
+
+def pending_snapshot(restored, inputs):
+    """What Book.snapshot() keeps, for a shell not built yet: the In and Out of the snapshot it
+    was restored from (restored: (book, outs) or None), then the inputs run since
+    ((seq, raw, parsed) each)."""
+    book, outs = restored if restored else (None, {})
+    ins, parsed, n = {}, {}, 1
+    if isinstance(book, dict):
+        ins = {int(k): v for k, v in (book.get("in") or {}).items()}
+        parsed = {int(k): v for k, v in (book.get("parsed") or {}).items()}
+        n = max([int(book.get("n") or 1)] + [k + 1 for k in ins])
+    for seq, raw, code in inputs:
+        r, p = raw.rstrip("\n"), code.rstrip("\n")
+        ins[seq] = r
+        if p != r:
+            parsed[seq] = p
+        else:
+            parsed.pop(seq, None)
+        n = max(n, seq + 1)
+    keep, keep_parsed, total = {}, {}, 0
+    for i in sorted(ins, reverse=True):
+        s = ins[i]
+        if not s or i <= 0:
+            continue
+        p = parsed.get(i, s)
+        total += len(s) + (len(p) if p != s else 0)
+        if total > IN_KEEP_BYTES:
+            break
+        keep[i] = s
+        if p != s:
+            keep_parsed[i] = p
+    outs = {k: outs[k] for k in sorted(k for k in (outs or {}) if isinstance(k, int))[-OUT_KEEP:]}
+    return {"in": keep, "parsed": keep_parsed, "n": n}, outs
+
+
 def choose_backend():
     """The inline backend by default, as ipykernel does (an MPLBACKEND set to anything but the
     image's default Agg is the session's choice and kept)."""

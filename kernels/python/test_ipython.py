@@ -358,5 +358,119 @@ class TestScientificDisplays(unittest.TestCase):
             k2.close()
 
 
+
+@unittest.skipUnless(HAVE_IPYTHON, "python3-ipython not installed")
+class TestShellBuiltAtFirstUse(unittest.TestCase):
+    """The shell is built at its first use (runtimectl_ipython, "built at its first use"); what a
+    session sees is the same as with the shell built at start (RUNTIMECTL_IPYTHON=eager)."""
+
+    BUILT = "import sys\nprint('IPython.core.interactiveshell' in sys.modules)"
+
+    def kernels(self):
+        lazy, eager = Kernel(), Kernel(env={"RUNTIMECTL_IPYTHON": "eager"})
+        self.addCleanup(lazy.close)
+        self.addCleanup(eager.close)
+        return lazy, eager
+
+    def test_plain_code_does_not_build_it(self):
+        lazy, eager = self.kernels()
+        for k, want in ((lazy, "False\n"), (eager, "True\n")):
+            k.exec("x = 1")
+            done, out, err = k.exec("import json\ny = json.dumps([x])\n" + self.BUILT)
+            self.assertEqual((done["status"], out), ("ok", want), err)
+            self.assertTrue(done["bookkeeping"])
+
+    def test_in_and_underscores_as_if_built_at_start(self):
+        cells = ["a = 1", "b = a + 1\nfor _ in range(2):\n    pass", "c = 3",
+                 "(In[1], In[2], _i, _ii, _iii, _i1, len(In))", "b * 10", "(_, _5, Out[5], _i5)"]
+        got = []
+        for k in self.kernels():
+            results = []
+            for c in cells:
+                done, out, err = k.exec(c)
+                self.assertEqual(done["status"], "ok", err)
+                results.append((done["result"], [d["data"] for d in k.displays]))
+                k.displays.clear()
+            got.append(results)
+        self.assertEqual(got[0], got[1])
+        self.assertEqual(got[0][3][0], repr(("a = 1", "b = a + 1\nfor _ in range(2):\n    pass",
+                                            "c = 3", "b = a + 1\nfor _ in range(2):\n    pass",
+                                            "a = 1", "a = 1", 5)))
+
+    def test_each_first_use_builds_it(self):
+        for cell, check in (
+                ("exec('disp' + 'lay(42)')", lambda k, out: plain(k.displays[-1]) == "42"),
+                ("from IPython.display import HTML\nh = HTML('<b>x</b>')\ndisplay(h)",
+                 lambda k, out: k.displays[-1]["data"].get("text/html") == "<b>x</b>"),
+                ("import IPython\nprint(IPython.get_ipython() is not None, callable(IPython.embed))",
+                 lambda k, out: out == "True True\n"),
+                ("print(__IPYTHON__)", lambda k, out: out == "True\n"),
+                ("%env KTEST_LAZY=1", lambda k, out: out == "env: KTEST_LAZY=1\n"),
+                ("2 + 2", lambda k, out: plain(k.displays[-1]) == "4"),
+                ("print(get_ipython().execution_count)", lambda k, out: out == "2\n")):
+            k = Kernel()
+            try:
+                k.exec("x = 1")
+                done, out, err = k.exec(cell)
+                self.assertEqual(done["status"], "ok", (cell, err))
+                self.assertTrue(check(k, out), (cell, out, k.displays))
+                done, out, err = k.exec(self.BUILT + "\nprint(In[1])")
+                self.assertEqual(out, "True\nx = 1\n", cell)
+            finally:
+                k.close()
+
+    def test_a_query_builds_it(self):
+        k = Kernel()
+        try:
+            k.exec("value = 1")
+            k.seq += 1
+            k.send({"op": "is_complete", "code": "for i in x:", "id": "q1"})
+            r = k.events.wait(lambda ev: ev.get("op") == "is_complete" and ev.get("id") == "q1", 60)[1]
+            self.assertEqual((r["status"], r.get("indent")), ("incomplete", "    "))
+        finally:
+            k.close()
+
+    def test_in_and_out_through_snapshots_before_the_build(self):
+        k = Kernel(env={"RUNTIMECTL_IPYTHON": "eager"})
+        try:
+            k.exec("a = 1")
+            k.exec("a + 1")          # Out[2]
+            snap = k.snapshot()
+            self.assertTrue(snap["manifest"]["ok"], snap["manifest"])
+        finally:
+            k.close()
+        # restored without a build, more code, a snapshot, again, then the build
+        k2 = Kernel(restore=snap["data"], seq=k.seq)
+        try:
+            done, out, err = k2.exec("b = a * 10\n" + self.BUILT)
+            self.assertEqual(out, "False\n", err)
+            n = k2.seq
+            snap2 = k2.snapshot()
+            self.assertTrue(snap2["manifest"]["ok"], snap2["manifest"])
+        finally:
+            k2.close()
+        k3 = Kernel(restore=snap2["data"], seq=k2.seq)
+        try:
+            self.assertEqual(k3.value("(In[1], In[2], In[%d].split(chr(10))[0], Out[2], _2, _i%d.split(chr(10))[0])"
+                                      % (n, n)), repr(("a = 1", "a + 1", "b = a * 10", 2, 2, "b = a * 10")))
+            self.assertEqual(k3.value("b"), "10")
+        finally:
+            k3.close()
+
+    def test_a_restored_underscore_stays_the_codes(self):
+        k = Kernel(env={"RUNTIMECTL_IPYTHON": "eager"})
+        try:
+            k.exec("7")
+            snap = k.snapshot()
+        finally:
+            k.close()
+        k2 = Kernel(restore=snap["data"], seq=k.seq)
+        try:
+            k2.exec("_ = 'mine'")
+            self.assertEqual(k2.value("(_, _1)"), repr(("mine", 7)))
+        finally:
+            k2.close()
+
+
 if __name__ == "__main__":
     unittest.main()
