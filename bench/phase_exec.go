@@ -257,13 +257,18 @@ func (r *Runner) ColdStart(ctx context.Context) error {
 // startToFirstResult times Client.Start of a new session (with env, if any) to the result of
 // Exec("x = 1"), then removes the session (not timed).
 func (r *Runner) startToFirstResult(ctx context.Context, what string, env ...string) (float64, error) {
+	return r.startToResultOf(ctx, what, "x = 1", env...)
+}
+
+// startToResultOf is startToFirstResult with code of the caller's as the first execution.
+func (r *Runner) startToResultOf(ctx context.Context, what, code string, env ...string) (float64, error) {
 	name := r.sessionName(what)
 	t := time.Now()
 	s, err := r.start(ctx, session.Spec{Name: name, Env: env})
 	if err != nil {
 		return 0, err
 	}
-	_, err = execOK(ctx, s, "x = 1", session.ExecOptions{})
+	_, err = execOK(ctx, s, code, session.ExecOptions{})
 	d := time.Since(t)
 	s.Close()
 	if rerr := r.remove(ctx, name); rerr != nil && err == nil {

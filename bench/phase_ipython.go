@@ -12,8 +12,9 @@ import (
 var plainPython = []string{"RUNTIMECTL_IPYTHON=0"}
 
 // IPython is the cost of IPython semantics in the Python kernel (issue 23): the round trip of
-// `x = 1` and of an expression shown with its mime bundle, the cold start, and the idle memory
-// after `import numpy, pandas`, each against the same session with RUNTIMECTL_IPYTHON=0 (plain
+// `x = 1` and of an expression shown with its mime bundle, the cold start (to `x = 1`, which
+// does not build the shell, and to a shown `42`, which does), and the idle memory after
+// `import numpy, pandas` and the shown expressions, each against the same session with RUNTIMECTL_IPYTHON=0 (plain
 // Python), the two sides interleaved.
 func (r *Runner) IPython(ctx context.Context) error {
 	with, err := r.start(ctx, session.Spec{Name: r.sessionName("ipy")})
@@ -76,6 +77,20 @@ func (r *Runner) IPython(ctx context.Context) error {
 		r.R.Add("ipython_cold_start.plain", S, "lower", "the same with RUNTIMECTL_IPYTHON=0 (plain Python)", v)
 	}
 	r.R.Compare("ipython_cold_start.ipython", "ipython_cold_start.plain", Target{})
+	// The shell is built at its first use: the first shown value pays for it.
+	for i, n := 0, r.n(6, 3); i < n; i++ {
+		v, err := r.startToResultOf(ctx, "ipy-first", "42", nil...)
+		if err != nil {
+			return err
+		}
+		r.R.Add("ipython_first_display.ipython", S, "lower", "Client.Start of a new Python session to the result of Exec(`42`), a value shown: the cell that builds IPython's shell", v)
+		v, err = r.startToResultOf(ctx, "ipy-first-plain", "42", plainPython...)
+		if err != nil {
+			return err
+		}
+		r.R.Add("ipython_first_display.plain", S, "lower", "the same with RUNTIMECTL_IPYTHON=0 (plain Python)", v)
+	}
+	r.R.Compare("ipython_first_display.ipython", "ipython_first_display.plain", Target{})
 
 	for _, s := range []*session.Session{with, plain} {
 		if _, err := execOK(ctx, s, "import numpy, pandas", session.ExecOptions{}); err != nil {
@@ -97,7 +112,7 @@ func (r *Runner) IPython(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			r.R.Add("ipython_idle_memory."+side.name, MiB, "lower", "an idle Python session's container cgroup after `import numpy, pandas`, no client attached ("+side.name+")", float64(u)/(1<<20))
+			r.R.Add("ipython_idle_memory."+side.name, MiB, "lower", "an idle Python session's container cgroup after the round trips, the shown expressions (which build IPython's shell) and `import numpy, pandas`, no client attached ("+side.name+")", float64(u)/(1<<20))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
