@@ -237,6 +237,9 @@ func (x *execution) finishDone(done kernelEvent) {
 		res.Message = fmt.Sprintf("the code ran past its timeout of %s and was interrupted; the session's state is kept", time.Duration(x.j.req.TimeoutMs)*time.Millisecond)
 	}
 	changed := done.Changed == nil || *done.Changed
+	if done.Fingerprint {
+		changed = x.k.fp.changed()
+	}
 	if !changed && done.Bookkeeping {
 		x.a.sched.touched(x.seq)
 	}

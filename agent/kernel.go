@@ -27,6 +27,11 @@ type kernelEvent struct {
 	Error   json.RawMessage    `json:"error"` // an object in done events, a string in error events
 	Outputs []execproto.Output `json:"outputs"`
 	Changed *bool              `json:"changed"`
+	// Fingerprint (done): the driver wrote its state's fingerprint on the state file; the agent
+	// compares it with the last one to decide "changed". FingerprintIgnore (ready): the keys of
+	// the lines of its first part that the comparison leaves out (see fingerprint.go).
+	Fingerprint       bool     `json:"fingerprint"`
+	FingerprintIgnore []string `json:"fingerprint_ignore"`
 	// Bookkeeping (with changed false) says the interpreter's own bookkeeping changed (IPython's
 	// In, Out, _): no snapshot now, but a drain takes one.
 	Bookkeeping bool                `json:"bookkeeping"`
@@ -84,7 +89,8 @@ type kernel struct {
 	stderr  outStream
 	snap    *os.File // fd 5 of the kernel: snapshot data
 	snapBuf *bufio.Reader
-	reading atomic.Bool // the snapshot reader is inside a stream
+	fp      *fingerprints // the state fingerprint file, for a driver that writes one (nil otherwise)
+	reading atomic.Bool   // the snapshot reader is inside a stream
 	exited  chan struct{}
 	waitErr error
 	ready   kernelEvent
@@ -159,6 +165,14 @@ func startKernel(cfg Config, restore *os.File, readyTimeout time.Duration) (*ker
 			pw.Close()
 		}()
 	}
+	var fp *fingerprints
+	if cfg.Lang.Fingerprint {
+		// Without the file (no memfd here) the driver decides "changed" itself.
+		if fp, err = newFingerprints(); err == nil {
+			env = append(env, fmt.Sprintf("RUNTIMECTL_STATE_FD=%d", 3+len(cmd.ExtraFiles)))
+			cmd.ExtraFiles = append(cmd.ExtraFiles, fp.f)
+		}
+	}
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if cfg.UID >= 0 {
@@ -166,6 +180,7 @@ func startKernel(cfg Config, restore *os.File, readyTimeout time.Duration) (*ker
 	}
 	if err := cmd.Start(); err != nil {
 		closeChildEnds()
+		fp.close()
 		for _, f := range []*os.File{ctrlW, evR, snapR, outR, errR} {
 			f.Close()
 		}
@@ -181,6 +196,7 @@ func startKernel(cfg Config, restore *os.File, readyTimeout time.Duration) (*ker
 		events:  make(chan kernelEvent, 16),
 		snap:    snapR,
 		snapBuf: bufio.NewReaderSize(snapR, 1<<20),
+		fp:      fp,
 		exited:  make(chan struct{}),
 	}
 	go k.stdout.run(outR)
@@ -207,6 +223,7 @@ func startKernel(cfg Config, restore *os.File, readyTimeout time.Duration) (*ker
 			}
 			if ev.Op == opReady {
 				k.ready = ev
+				k.fp.start(ev)
 				return k, nil
 			}
 		case <-timer.C:
@@ -289,6 +306,7 @@ func (k *kernel) kill() {
 	}
 	k.ctrl.Close()
 	k.snap.Close()
+	k.fp.close()
 }
 
 // exitText says how the interpreter ended, for a person: "exit code 3", "killed by signal 11

@@ -20,11 +20,14 @@ type Lang struct {
 	Dockerfile string
 	// Image is the repository of the image that runtimectl builds for it.
 	Image string
+	// Fingerprint: the agent hands the driver a state fingerprint file (RUNTIMECTL_STATE_FD, see
+	// docs/kernel-protocol.md) and decides "changed" by comparing what the driver writes there.
+	Fingerprint bool
 }
 
 var registry = map[string]Lang{
 	"python": {Name: "python", Kernel: []string{"python3", "-X", "utf8", "/opt/runtimectl/kernels/python/kernel.py"}, Dockerfile: "Dockerfile.python", Image: "runtimectl/python"},
-	"bash":   {Name: "bash", Kernel: []string{"bash", "--noprofile", "--norc", "/opt/runtimectl/kernels/bash/kernel.bash"}, Dockerfile: "Dockerfile.bash", Image: "runtimectl/bash"},
+	"bash":   {Name: "bash", Kernel: []string{"bash", "--noprofile", "--norc", "/opt/runtimectl/kernels/bash/kernel.bash"}, Dockerfile: "Dockerfile.bash", Image: "runtimectl/bash", Fingerprint: true},
 	"node":   {Name: "node", Kernel: []string{"node", "/opt/runtimectl/kernels/node/kernel.js"}, Dockerfile: "Dockerfile.node", Image: "runtimectl/node"},
 }
 

@@ -21,9 +21,11 @@
 # - SIGINT is ignored between executions. During one, a trap stops the code: it returns from
 #   the sourced file (or from the user's function, and then a DEBUG trap returns from each
 #   frame above it) and the execution is reported as "interrupted".
-# - The state (what a snapshot restores) is a bash script; it is rebuilt after every
-#   execution that may have changed it (see __rt_unchanged) and compared byte for byte with the
-#   previous one to compute `changed`.
+# - The state (what a snapshot restores) is a bash script. Under the agent, the driver writes a
+#   fingerprint of it (`declare -p`, the user's functions, aliases) on the agent's file after each
+#   execution and the agent decides `changed` (see __rt_fpdone); the script is built only for a
+#   snapshot. Without that file (RUNTIMECTL_STATE_FD), it is rebuilt after every execution that
+#   may have changed it (see __rt_unchanged) and compared byte for byte with the previous one.
 
 # ---- stage 1: become an interactive shell (same pid; fds 3-6 are inherited) ---------------
 if [[ $- != *i* ]]; then
@@ -505,10 +507,20 @@ __rt_prepare_exec() {
 }
 
 # __rt_finish STATUS: the execution has ended: back to the driver's options, then the nonces and
-# the done event.
+# the done event. With the agent's fingerprint file (__rt_sfd), the state is written there and
+# the agent decides "changed" (__rt_fpdone); __rt_finish has no locals, so that what `declare -p`
+# shows there is the same after every execution and at start-up.
 __rt_finish() {
-	local __rt_rc=$1 __rt_st=ok __rt_err=null __rt_changed=false __rt_i
 	[[ -n $__rt_pending ]] || return 0
+	__rt_end "$1"
+	[[ -n $__rt_done ]] && __rt_fpdone
+	return 0
+}
+
+# __rt_end STATUS: the work of __rt_finish up to the done event, which it emits (or, with the
+# fingerprint file, leaves in __rt_done for __rt_fpdone).
+__rt_end() {
+	local __rt_rc=$1 __rt_st=ok __rt_err=null __rt_changed=false __rt_i
 	if [[ -n $__rt_running ]]; then
 		# the RETURN trap did not run (break/continue at the top level, or the code replaced it)
 		__rt_running= __rt_inuser=
@@ -540,6 +552,14 @@ __rt_finish() {
 	__rt_nonce= __rt_xid= __rt_s= __rt_j= __rt_v= __rt_ch= __rt_line=
 	__rt_req=()
 	[[ _ =~ _ ]] # BASH_REMATCH held the request
+	if [[ -n $__rt_sfd ]]; then
+		printf '%s' "$3" >&"$__rt_o"
+		printf '%s' "$3" >&"$__rt_e"
+		__rt_jstr "$4"
+		__rt_done="{\"op\":\"done\",\"id\":$__rt_j,\"status\":\"$1\",\"result\":null,\"error\":$2,\"outputs\":[],\"fingerprint\":true}"
+		__rt_j=
+		return 0
+	fi
 	if ! __rt_unchanged; then
 		__rt_state dumped
 		[[ $__rt_cur == "$__rt_prev" ]] || __rt_changed=true
@@ -551,6 +571,53 @@ __rt_finish() {
 	__rt_jstr "$4"
 	__rt_i=$__rt_j
 	__rt_emit "{\"op\":\"done\",\"id\":$__rt_i,\"status\":\"$1\",\"result\":null,\"error\":$2,\"outputs\":[],\"changed\":$__rt_changed}"
+}
+
+# The lines of the fingerprint's first part (`declare -p`, up to its first empty line) that the
+# agent leaves out of its comparison, by their text before the first `=`: variables that are
+# never in a state script (__rt_skipvar) and whose values change by themselves or depend on where
+# the driver stands (the dynamic ones print a value once the code has used them); __rt_status is
+# the last execution's status. Each as bash prints it unless the code gave it other attributes
+# (then it only costs a snapshot).
+__rt_fpignore=
+for __rt_x in RANDOM SRANDOM SECONDS BASHPID EPOCHREALTIME EPOCHSECONDS LINENO HISTCMD BASH_COMMAND BASH_SUBSHELL BASH_ARGV0 _ __rt_status; do
+	__rt_fpignore+=",\"declare -- $__rt_x\",\"declare -i $__rt_x\""
+done
+for __rt_x in FUNCNAME BASH_LINENO BASH_SOURCE BASH_ARGC BASH_ARGV PIPESTATUS GROUPS DIRSTACK; do
+	__rt_fpignore+=",\"declare -a $__rt_x\""
+done
+__rt_fpignore="[${__rt_fpignore#,},\"declare -A BASH_CMDS\"]"
+unset __rt_x
+
+# __rt_fpdone: writes the fingerprint of the state on the agent's file, then emits the event in
+# __rt_done (a done or the ready event). The fingerprint is `declare -p`, an empty line, the
+# user's functions (`declare -pF`: names and attributes, then `declare -f`) and `alias -p`
+# (BASH_ALIASES in `declare -p` can be stale; the user's options are in `declare -p`: the
+# driver's record of them). Bash writes each line of these with its own write(2): the fewer
+# lines, the cheaper (hence not `declare -F`, which lists the driver's functions too). The state script is a function of these, so when they
+# are the same (less the lines of __rt_fpignore) so is the script; the agent compares them with
+# the last, and the script is built only for a snapshot (__rt_snapshot). The driver's variables
+# that depend on the execution are emptied first; no locals here or in the callers.
+__rt_fpdone() {
+	set -- "$__rt_done"
+	# (unset rather than emptied: each line of `declare -p` is a write)
+	unset __rt_done __rt_code __rt_cur __rt_prev __rt_bytes __rt_j __rt_s __rt_v __rt_ch __rt_line \
+		__rt_nonce __rt_xid __rt_undo __rt_cwd_failed __rt_names __rt_vlines __rt_prev_names __rt_fnames \
+		__rt_restored __rt_failed __rt_rfd
+	[[ -d $__rt_dir ]] || command mkdir -p -m 700 -- "$__rt_dir"
+	[[ _ =~ _ ]]
+	: "${#BASH_ALIASES[@]}" # (brings BASH_ALIASES up to date for `declare -p`)
+	{
+		declare -p
+		printf '\n'
+		compgen -A function -X '__rt_*' >|"$__rt_dir/fn"
+		mapfile -t __rt_fnames <"$__rt_dir/fn"
+		((${#__rt_fnames[@]} == 0)) || declare -pF "${__rt_fnames[@]}"
+		((${#__rt_fnames[@]} == 0)) || declare -f "${__rt_fnames[@]}"
+		((${#BASH_ALIASES[@]} == 0)) || alias -p
+	} >&"$__rt_sfd"
+	__rt_fnames=()
+	__rt_emit "$1"
 }
 
 # __rt_unchanged: true when the shell's variables, functions and aliases print exactly as they
@@ -587,6 +654,11 @@ __rt_snapshot() {
 	__rt_jstr "$1"
 	__rt_i=$__rt_j
 	__rt_emit "{\"op\":\"snapshot_started\",\"id\":$__rt_i,\"pid\":$$}"
+	if [[ -n $__rt_sfd ]]; then # (the state as of the last execution: nothing ran since)
+		__rt_state
+		__rt_prev=$__rt_cur
+		__rt_prev_names=("${__rt_names[@]}")
+	fi
 	__rt_jlist "${__rt_prev_names[@]}"
 	__rt_m="{\"id\":$__rt_i,\"ok\":true,\"error\":null,\"format\":\"bash-state-v1\",\"kept\":$__rt_j,\"skipped\":[],\"info\":{\"interpreter\":\"$__rt_interp\"}}"
 	__rt_blen "$__rt_prev"
@@ -701,7 +773,8 @@ __rt_setup() {
 	__rt_interp="bash ${BASH_VERSINFO[0]}.${BASH_VERSINFO[1]}.${BASH_VERSINFO[2]}"
 	__rt_status=0 __rt_optkey= __rt_utraps= __rt_pending= __rt_running= __rt_inuser= __rt_intr= __rt_cwd_failed=
 	__rt_prev= __rt_prev_names=() __rt_names=() __rt_vlines=() __rt_fnames=()
-	__rt_xid= __rt_nonce= __rt_code= __rt_j= __rt_v= __rt_ch= __rt_s= __rt_bytes=0 __rt_cur=
+	__rt_xid= __rt_nonce= __rt_code= __rt_j= __rt_v= __rt_ch= __rt_s= __rt_bytes=0 __rt_cur= __rt_done=
+	__rt_line= __rt_undo=
 	declare -gA __rt_req=() __rt_basel=() __rt_basen=()
 	__rt_basenames=()
 	declare -p >|"$__rt_dir/vars"
@@ -727,7 +800,13 @@ __rt_ready() {
 	for __rt_l in "${__rt_failed[@]}"; do
 		__rt_f+=${__rt_f:+,}$__rt_l
 	done
-	__rt_emit "{\"op\":\"ready\",\"pid\":$$,\"restored\":$__rt_r,\"failed\":[$__rt_f],\"info\":{\"interpreter\":\"$__rt_interp\"}}"
+	__rt_done="{\"op\":\"ready\",\"pid\":$$,\"restored\":$__rt_r,\"failed\":[$__rt_f],\"info\":{\"interpreter\":\"$__rt_interp\"}"
+	if [[ -n $__rt_sfd ]]; then
+		__rt_done+=",\"fingerprint_ignore\":$__rt_fpignore}"
+	else
+		__rt_emit "$__rt_done}"
+		__rt_done=
+	fi
 }
 
 # __rt_failure NAME TYPE REASON: appends a `failed` entry.
@@ -745,6 +824,15 @@ __rt_failure() {
 __rt_top=${#BASH_SOURCE[@]}
 if [[ -z ${__rt_inited-} ]]; then
 	exec {__rt_o}>&1 {__rt_e}>&2 # private copies of stdout/stderr, for the nonces
+	# The agent's fingerprint file (docs/kernel-protocol.md), on a private fd; without it the
+	# driver decides "changed" itself (__rt_unchanged).
+	__rt_sfd=
+	if [[ ${RUNTIMECTL_STATE_FD-} == [0-9]* ]] && { true >&"$RUNTIMECTL_STATE_FD"; } 2>/dev/null; then
+		exec {__rt_sfd}>&"$RUNTIMECTL_STATE_FD"
+		exec {RUNTIMECTL_STATE_FD}>&-
+	fi
+	unset RUNTIMECTL_STATE_FD
+	__rt_sfc=${__rt_sfd:-$__rt_e} # what the code runs without (closing __rt_e twice is harmless)
 	__rt_setup 2>/dev/null
 	__rt_restored=() __rt_failed=()
 	if [[ -n ${RUNTIMECTL_RESTORE_FD-} ]]; then
@@ -760,7 +848,7 @@ if [[ -z ${__rt_inited-} ]]; then
 			__rt_s=
 			__rt_running=1
 			trap -- "$__rt_ret" RETURN
-			builtin source "$__rt_dir/restore" 3<&- 4>&- 5>&- 6<&- {__rt_o}>&- {__rt_e}>&- </dev/null >/dev/null 2>"$__rt_dir/restore.err"
+			builtin source "$__rt_dir/restore" 3<&- 4>&- 5>&- 6<&- {__rt_o}>&- {__rt_e}>&- {__rt_sfc}>&- </dev/null >/dev/null 2>"$__rt_dir/restore.err"
 			trap - RETURN
 			if [[ -n $__rt_running ]]; then
 				__rt_running=
@@ -782,11 +870,14 @@ if [[ -z ${__rt_inited-} ]]; then
 			__rt_failure "(snapshot)" bash-state-v1 "not a bash-state-v1 script"
 		fi
 	fi
-	__rt_state
-	__rt_prev=$__rt_cur
-	__rt_prev_names=("${__rt_names[@]}")
-	__rt_ready
+	if [[ -z $__rt_sfd ]]; then
+		__rt_state
+		__rt_prev=$__rt_cur
+		__rt_prev_names=("${__rt_names[@]}")
+	fi
 	__rt_inited=1
+	__rt_ready
+	[[ -n $__rt_done ]] && __rt_fpdone 2>/dev/null
 fi
 
 # ---- the loop: the code runs here, at the top level ------------------------------------------
@@ -797,7 +888,7 @@ while :; do
 		__rt_next 2>/dev/null
 		__rt_running=1
 		trap -- "$__rt_ret" RETURN
-		builtin source "$__rt_code" 3<&- 4>&- 5>&- 6<&- {__rt_o}>&- {__rt_e}>&- </dev/null
+		builtin source "$__rt_code" 3<&- 4>&- 5>&- 6<&- {__rt_o}>&- {__rt_e}>&- {__rt_sfc}>&- </dev/null
 		__rt_finish "$?" 2>/dev/null
 	done
 	__rt_finish 0 2>/dev/null

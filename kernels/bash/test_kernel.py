@@ -13,6 +13,9 @@ ASCII-only output here so that every non-ASCII character arrives as \\uXXXX, sur
 included).
 
 KERNEL_BASH=/path/to/kernel.bash and BASH_BIN=/path/to/bash choose another driver or bash.
+KERNEL_FINGERPRINT=0 runs the driver without the agent's fingerprint file (RUNTIMECTL_STATE_FD),
+so that it decides "changed" itself; by default the harness plays the agent's part (see
+Kernel.fingerprint_changed).
 """
 
 import json
@@ -30,6 +33,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KERNEL = os.environ.get("KERNEL_BASH", os.path.join(HERE, "kernel.bash"))
 BASH = os.environ.get("BASH_BIN", "bash")
 TIMEOUT = float(os.environ.get("KERNEL_TEST_TIMEOUT", "20"))
+FINGERPRINT = os.environ.get("KERNEL_FINGERPRINT", "1") != "0"
+STATE_FD = 7
 
 
 def go_json(obj):
@@ -108,7 +113,8 @@ class Stream:
 
 
 class Kernel:
-    def __init__(self, restore_data=None, env=None, cwd=None, home=None):
+    def __init__(self, restore_data=None, env=None, cwd=None, home=None, fingerprint=None):
+        self.fingerprint = FINGERPRINT if fingerprint is None else fingerprint
         self.tmp = tempfile.mkdtemp(prefix="rtk-test-")
         self.home = home or self.tmp
         ctrl_r, self.ctrl_w = os.pipe()
@@ -131,6 +137,11 @@ class Kernel:
                 f.write(restore_data)
             targets[6] = os.open(rpath, os.O_RDONLY)
             e["RUNTIMECTL_RESTORE_FD"] = "6"
+        if self.fingerprint:
+            # The agent's fingerprint file: a memfd whose offset the driver shares.
+            self.state = os.memfd_create("runtimectl-state", os.MFD_CLOEXEC)
+            targets[STATE_FD] = os.dup(self.state)
+            e["RUNTIMECTL_STATE_FD"] = str(STATE_FD)
         if env:
             e.update(env)
         srcs = dict(targets)
@@ -143,7 +154,7 @@ class Kernel:
             for t, fd in high.items():
                 os.dup2(fd, t, inheritable=True)
                 os.close(fd)
-            os.closerange(7, 1 << 16)  # nothing else leaks in from the test runner
+            os.closerange(max(high) + 1, 1 << 16)  # nothing else leaks in from the test runner
 
         self.p = subprocess.Popen(
             [BASH, "--noprofile", "--norc", KERNEL],
@@ -163,6 +174,32 @@ class Kernel:
         self.snap = Stream(snap_r)
         self.ready = self.event()
         self.seq = 0
+        self.fp_prev = None
+        if self.fingerprint:
+            assert "fingerprint_ignore" in self.ready, self.ready
+            self.fp_ignore = {p.encode() for p in self.ready["fingerprint_ignore"]}
+            self.fp_prev = self.fingerprint_take()
+
+    # -- the agent's part: the fingerprint file --
+    def fingerprint_take(self):
+        """Reads and empties the fingerprint file; returns it less the lines to ignore (those of
+        its first part, up to the first empty line, whose text before the first = is listed)."""
+        size = os.fstat(self.state).st_size
+        b = os.pread(self.state, size, 0)
+        os.ftruncate(self.state, 0)
+        os.lseek(self.state, 0, os.SEEK_SET)
+        head, sep, rest = b.partition(b"\n\n")
+        lines = [l for l in head.split(b"\n") if l.split(b"=", 1)[0] not in self.fp_ignore]
+        return b"\n".join(lines) + sep + rest
+
+    def fingerprint_changed(self, done):
+        """Sets done["changed"] as the agent does for a done event with "fingerprint"."""
+        if done.get("fingerprint"):
+            assert "changed" not in done, done
+            cur = self.fingerprint_take()
+            done["changed"] = self.fp_prev is None or cur != self.fp_prev
+            self.fp_prev = cur
+        return done
 
     # -- protocol --
     def send(self, obj):
@@ -186,6 +223,8 @@ class Kernel:
         err = self.err.take_until(nonce.encode(), timeout)
         done = self.event(timeout)
         assert done["op"] == "done" and done["id"] == rid, done
+        assert bool(done.get("fingerprint")) == self.fingerprint, done
+        self.fingerprint_changed(done)
         return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), done
 
     def snapshot(self, sid="s1"):
@@ -216,6 +255,8 @@ class Kernel:
             os.killpg(self.p.pid, signal.SIGKILL)
             rc = self.p.wait(5)
         subprocess.run(["rm", "-rf", self.tmp])
+        if self.fingerprint:
+            os.close(self.state)
         return rc
 
 
@@ -244,9 +285,11 @@ class KernelTest(unittest.TestCase):
         out, err, done = self.k.exec("echo hi")
         self.assertEqual(out, "hi\n")
         self.assertEqual(err, "")
+        # (with the fingerprint file, "changed" is the harness's, as it is the agent's)
         self.assertEqual(
-            set(done), {"op", "id", "status", "result", "error", "outputs", "changed"}
+            set(done) - {"fingerprint"}, {"op", "id", "status", "result", "error", "outputs", "changed"}
         )
+        self.assertEqual(done.get("fingerprint"), True if self.k.fingerprint else None)
         self.assertIsNone(done["result"])
         self.assertIsNone(done["error"])
         self.assertEqual(done["outputs"], [])
