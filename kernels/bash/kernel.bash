@@ -240,8 +240,9 @@ __rt_toggle_shopt_a=(nocasematch nocaseglob failglob nullglob extdebug localvar_
 
 # __rt_capture [TRAPS]: records the user's options (call it while they are in effect, with
 # stderr sent to /dev/null so that xtrace shows nothing), then switches to the driver's. Sets
-# __rt_uflags, __rt_upipefail, __rt_uposix, __rt_ushopt, __rt_opts and __rt_optstail (the option
-# parts of the state script); with TRAPS, also the user's ERR/DEBUG traps from __rt_ret's files.
+# __rt_uflags, __rt_uset, __rt_upipefail, __rt_uposix, __rt_ushopt, __rt_opts and
+# __rt_optstail (the option parts of the state script); with TRAPS, also the user's ERR/DEBUG
+# traps from __rt_ret's files.
 __rt_capture() {
 	__rt_uflags=$-
 	__rt_upipefail= __rt_uposix=
@@ -266,7 +267,13 @@ __rt_capture() {
 		return 0
 	fi
 	__rt_optkey="$__rt_uflags|$__rt_upipefail|$__rt_uposix|$SHELLOPTS|$BASHOPTS"
-	local __rt_l __rt_o __rt_x __rt_tail='' __rt_re='' __rt_out=''
+	local __rt_l __rt_o __rt_x __rt_tail='' __rt_re='' __rt_out='' __rt_i
+	# the letters __rt_pre sets again (xtrace apart: last), worked out once for these options
+	__rt_uset=
+	for ((__rt_i = 0; __rt_i < ${#__rt_toggle_set}; __rt_i++)); do
+		__rt_x=${__rt_toggle_set:__rt_i:1}
+		[[ $__rt_x != [xv] && $__rt_uflags == *"$__rt_x"* ]] && __rt_uset+=$__rt_x
+	done
 	{ set +o; shopt -p; } >|"$__rt_dir/opts"
 	__rt_ushopt=()
 	for __rt_o in "${__rt_toggle_shopt_a[@]}"; do
@@ -322,14 +329,10 @@ __rt_capture() {
 # back (xtrace last, so that nothing of the driver is traced) and sets $? to the previous
 # execution's status, as at a prompt.
 __rt_pre() {
-	local __rt_f='' __rt_x __rt_i
+	local __rt_f=$__rt_uset
 	((${#__rt_ushopt[@]})) && shopt -s "${__rt_ushopt[@]}"
 	[[ -n $__rt_upipefail ]] && set -o pipefail
 	[[ -n $__rt_uposix ]] && set -o posix
-	for ((__rt_i = 0; __rt_i < ${#__rt_toggle_set}; __rt_i++)); do
-		__rt_x=${__rt_toggle_set:__rt_i:1}
-		[[ $__rt_x != [xv] && $__rt_uflags == *"$__rt_x"* ]] && __rt_f+=$__rt_x
-	done
 	__rt_inuser=1
 	[[ -n $__rt_intr ]] && trap -- "$__rt_dbg" DEBUG # SIGINT came before the code began
 	[[ -n $__rt_f ]] && set "-$__rt_f"
@@ -593,14 +596,14 @@ unset __rt_x
 # __rt_done (a done or the ready event). The fingerprint is `declare -p`, an empty line, the
 # user's functions (`declare -pF`: names and attributes, then `declare -f`) and `alias -p`
 # (BASH_ALIASES in `declare -p` can be stale; the user's options are in `declare -p`: the
-# driver's record of them). Bash writes each line of these with its own write(2): the fewer
-# lines, the cheaper (hence not `declare -F`, which lists the driver's functions too). The state script is a function of these, so when they
-# are the same (less the lines of __rt_fpignore) so is the script; the agent compares them with
-# the last, and the script is built only for a snapshot (__rt_snapshot). The driver's variables
-# that depend on the execution are emptied first; no locals here or in the callers.
+# driver's record of them). The state script is a function of these, so when they are the same
+# (less the lines of __rt_fpignore) so is the script; the agent compares them with the last, and
+# the script is built only for a snapshot (__rt_snapshot). The driver's variables that depend on
+# the execution are unset first; no locals here or in the callers. Bash makes one write(2) a
+# line of these: the fewer lines, the cheaper (hence not `declare -F`, which lists the driver's
+# functions too, and unset rather than emptied).
 __rt_fpdone() {
 	set -- "$__rt_done"
-	# (unset rather than emptied: each line of `declare -p` is a write)
 	unset __rt_done __rt_code __rt_cur __rt_prev __rt_bytes __rt_j __rt_s __rt_v __rt_ch __rt_line \
 		__rt_nonce __rt_xid __rt_undo __rt_cwd_failed __rt_names __rt_vlines __rt_prev_names __rt_fnames \
 		__rt_restored __rt_failed __rt_rfd
