@@ -210,9 +210,10 @@ __rt_parse() {
 }
 
 # __rt_re_exec: an exec request as the agent sends it when it has no other fields (Go's
-# encoding/json: keys in order, no spaces), the code in group 1 as JSON escapes it. One regex
-# match instead of __rt_parse's pass in bash over the line.
-__rt_re_exec='^\{"code":"(([^"\\]|\\.)*)","id":"([^"\\]*)","nonce":"([0-9a-f]*)","op":"exec","seq":([0-9]+)\}$'
+# encoding/json of agent/driver.go's driverRequest: its fields in their order, no spaces; "sync"
+# is for drivers with displays), the code in group 3 as JSON escapes it. One regex match instead
+# of __rt_parse's pass in bash over the line.
+__rt_re_exec='^\{"op":"exec","id":"([^"\\]*)","seq":([0-9]+),"code":"(([^"\\]|\\.)*)","nonce":"([0-9a-f]*)"(,"sync":"[0-9a-f]*")?\}$'
 
 # __rt_emit LINE: one event on fd 4, one write.
 __rt_emit() {
@@ -737,8 +738,8 @@ __rt_next() {
 		[[ $__rt_line == *[![:space:]]* ]] || continue
 		if [[ $__rt_line =~ $__rt_re_exec ]]; then
 			# the agent's usual exec request, parsed by one regex (see __rt_re_exec)
-			__rt_req=([op]=exec [id]="${BASH_REMATCH[3]}" [nonce]="${BASH_REMATCH[4]}" [seq]="${BASH_REMATCH[5]}")
-			__rt_s=${BASH_REMATCH[1]}
+			__rt_req=([op]=exec [id]="${BASH_REMATCH[1]}" [nonce]="${BASH_REMATCH[5]}" [seq]="${BASH_REMATCH[2]}")
+			__rt_s=${BASH_REMATCH[3]}
 			if [[ $__rt_s == *"\\"* ]]; then
 				__rt_s=${__rt_s//"\\\\"/$'\xfe'}
 				__rt_s=${__rt_s//"\\\""/$'\xff'}

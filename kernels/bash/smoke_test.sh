@@ -32,7 +32,8 @@ run() {
 	seq=$((seq + 1))
 	local nonce
 	nonce=$(printf '%032x' "$seq$RANDOM")
-	printf '{"code":"%s","id":"r%d","nonce":"%s","op":"exec","seq":%d}\n' "$1" "$seq" "$nonce" "$seq" >&7
+	# as the agent sends it (agent/driver.go: driverRequest's fields in order)
+	printf '{"op":"exec","id":"r%d","seq":%d,"code":"%s","nonce":"%s","sync":"%s"}\n' "$seq" "$seq" "$1" "$nonce" "$nonce" >&7
 	if [[ -n ${2-} ]]; then sleep "$2"; kill -INT -- "-$kpid"; fi
 	done=
 	IFS= read -r -t 30 done <&8

@@ -37,9 +37,10 @@ FINGERPRINT = os.environ.get("KERNEL_FINGERPRINT", "1") != "0"
 STATE_FD = 7
 
 
-def go_json(obj):
-    """json.Marshal: sorted keys, HTML characters escaped; ensure_ascii for \\u coverage."""
-    s = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+def go_json(obj, sort_keys=True):
+    """json.Marshal: sorted keys (a map's), or in the order given (a struct's, as the agent's
+    requests are: its driverRequest), HTML characters escaped; ensure_ascii for \\u coverage."""
+    s = json.dumps(obj, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=True)
     return s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -202,8 +203,8 @@ class Kernel:
         return done
 
     # -- protocol --
-    def send(self, obj):
-        os.write(self.ctrl_w, (go_json(obj) + "\n").encode())
+    def send(self, obj, sort_keys=True):
+        os.write(self.ctrl_w, (go_json(obj, sort_keys) + "\n").encode())
 
     def send_raw(self, line):
         os.write(self.ctrl_w, line)
@@ -215,7 +216,9 @@ class Kernel:
         self.seq += 1
         nonce = secrets.token_hex(16)
         rid = "r%d" % self.seq
-        self.send({"op": "exec", "id": rid, "seq": self.seq, "code": code, "nonce": nonce})
+        # as the agent sends it (agent/driver.go: execRequest, its fields in order)
+        req = {"op": "exec", "id": rid, "seq": self.seq, "code": code, "nonce": nonce, "sync": secrets.token_hex(16)}
+        self.send(req, sort_keys=False)
         if interrupt_after is not None:
             time.sleep(interrupt_after)
             os.killpg(self.p.pid, signal.SIGINT)
