@@ -21,12 +21,15 @@ func TestBashDriverFastPathMatchesTheAgentsExecRequest(t *testing.T) {
 	require.NotNil(t, m, "__rt_re_exec in kernel.bash")
 	re := regexp.MustCompile(string(m[1]))
 	for _, code := range []string{"x=1", "", `printf '%s\n' "a\"b" é <&>`} {
-		b, err := encodeRequest(execRequest("r17", 7, code, strings.Repeat("ab", 16), strings.Repeat("cd", 16), nil, ""))
+		r := execRequest("r17", 7, code, strings.Repeat("ab", 16), strings.Repeat("cd", 16), nil, "")
+		r.Session = "my-session_1.x" // as exec.go sets it
+		b, err := encodeRequest(r)
 		require.NoError(t, err)
 		g := re.FindSubmatch(bytes.TrimSuffix(b, []byte("\n")))
 		require.NotNil(t, g, "%s", b)
 		assert.Equal(t, "r17", string(g[1]))
 		assert.Equal(t, "7", string(g[2]))
 		assert.Equal(t, strings.Repeat("ab", 16), string(g[5]))
+		assert.Equal(t, "my-session_1.x", string(g[8]))
 	}
 }

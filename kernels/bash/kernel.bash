@@ -211,9 +211,9 @@ __rt_parse() {
 
 # __rt_re_exec: an exec request as the agent sends it when it has no other fields (Go's
 # encoding/json of agent/driver.go's driverRequest: its fields in their order, no spaces; "sync"
-# is for drivers with displays), the code in group 3 as JSON escapes it. One regex match instead
-# of __rt_parse's pass in bash over the line.
-__rt_re_exec='^\{"op":"exec","id":"([^"\\]*)","seq":([0-9]+),"code":"(([^"\\]|\\.)*)","nonce":"([0-9a-f]*)"(,"sync":"[0-9a-f]*")?\}$'
+# is for drivers with displays; "session", the session's name, in group 8), the code in group 3
+# as JSON escapes it. One regex match instead of __rt_parse's pass in bash over the line.
+__rt_re_exec='^\{"op":"exec","id":"([^"\\]*)","seq":([0-9]+),"code":"(([^"\\]|\\.)*)","nonce":"([0-9a-f]*)"(,"sync":"[0-9a-f]*")?(,"session":"([^"\\]*)")?\}$'
 
 # __rt_emit LINE: one event on fd 4, one write.
 __rt_emit() {
@@ -581,7 +581,7 @@ __rt_end() {
 # agent leaves out of its comparison, by their text before the first `=`: variables that are
 # never in a state script (__rt_skipvar) and whose values change by themselves or depend on where
 # the driver stands (the dynamic ones print a value once the code has used them); __rt_status is
-# the last execution's status. Each as bash prints it unless the code gave it other attributes
+# the last execution's status; RUNTIMECTL_SESSION changes when a warm pool's member is claimed. Each as bash prints it unless the code gave it other attributes
 # (then it only costs a snapshot).
 __rt_fpignore=
 for __rt_x in RANDOM SRANDOM SECONDS BASHPID EPOCHREALTIME EPOCHSECONDS LINENO HISTCMD BASH_COMMAND BASH_SUBSHELL BASH_ARGV0 _ __rt_status; do
@@ -590,7 +590,7 @@ done
 for __rt_x in FUNCNAME BASH_LINENO BASH_SOURCE BASH_ARGC BASH_ARGV PIPESTATUS GROUPS DIRSTACK; do
 	__rt_fpignore+=",\"declare -a $__rt_x\""
 done
-__rt_fpignore="[${__rt_fpignore#,},\"declare -A BASH_CMDS\"]"
+__rt_fpignore="[${__rt_fpignore#,},\"declare -A BASH_CMDS\",\"declare -x RUNTIMECTL_SESSION\"]"
 unset __rt_x
 
 # __rt_fpdone: writes the fingerprint of the state on the agent's file, then emits the event in
@@ -739,6 +739,7 @@ __rt_next() {
 		if [[ $__rt_line =~ $__rt_re_exec ]]; then
 			# the agent's usual exec request, parsed by one regex (see __rt_re_exec)
 			__rt_req=([op]=exec [id]="${BASH_REMATCH[1]}" [nonce]="${BASH_REMATCH[5]}" [seq]="${BASH_REMATCH[2]}")
+			[[ -n ${BASH_REMATCH[7]} ]] && __rt_req[session]=${BASH_REMATCH[8]}
 			__rt_s=${BASH_REMATCH[3]}
 			if [[ $__rt_s == *"\\"* ]]; then
 				__rt_s=${__rt_s//"\\\\"/$'\xfe'}

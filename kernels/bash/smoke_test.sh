@@ -33,7 +33,7 @@ run() {
 	local nonce
 	nonce=$(printf '%032x' "$seq$RANDOM")
 	# as the agent sends it (agent/driver.go: driverRequest's fields in order)
-	printf '{"op":"exec","id":"r%d","seq":%d,"code":"%s","nonce":"%s","sync":"%s"}\n' "$seq" "$seq" "$1" "$nonce" "$nonce" >&7
+	printf '{"op":"exec","id":"r%d","seq":%d,"code":"%s","nonce":"%s","sync":"%s","session":"smoke"}\n' "$seq" "$seq" "$1" "$nonce" "$nonce" >&7
 	if [[ -n ${2-} ]]; then sleep "$2"; kill -INT -- "-$kpid"; fi
 	done=
 	IFS= read -r -t 30 done <&8

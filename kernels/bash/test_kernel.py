@@ -130,6 +130,7 @@ class Kernel:
             "LANG": "C.UTF-8",
             "PAGER": "cat",
             "RUNTIMECTL_LANG": "bash",
+            "RUNTIMECTL_SESSION": "t1",
             "RUNTIMECTL_OUTPUTS": os.path.join(self.tmp, "outputs"),
         }
         if restore_data is not None:
@@ -217,7 +218,7 @@ class Kernel:
         nonce = secrets.token_hex(16)
         rid = "r%d" % self.seq
         # as the agent sends it (agent/driver.go: execRequest, its fields in order)
-        req = {"op": "exec", "id": rid, "seq": self.seq, "code": code, "nonce": nonce, "sync": secrets.token_hex(16)}
+        req = {"op": "exec", "id": rid, "seq": self.seq, "code": code, "nonce": nonce, "sync": secrets.token_hex(16), "session": "t1"}
         self.send(req, sort_keys=False)
         if interrupt_after is not None:
             time.sleep(interrupt_after)
