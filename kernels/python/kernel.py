@@ -1156,7 +1156,9 @@ class Kernel:
                 if value is not None:
                     result = _cap(self.call_user(repr, value))
                     if self.shell is None and self.ipython:
-                        self.call_user(self.ensure_shell)
+                        # The code is done; an interrupt (its timeout) during the build that
+                        # shows its value is not the code's: the build is not interruptible here.
+                        self.ensure_shell()
                     if self.shell is not None:
                         self.call_user(self.shell.displayhook, value)
         except KeyboardInterrupt as e:
@@ -1600,6 +1602,9 @@ class Kernel:
                         book, outs = self.book.snapshot()
                     else:
                         book, outs = _ipy.pending_snapshot(self.pending_book, self.pending_inputs)
+                    # whether the shell was built: a restore builds it again (code defined since
+                    # may look up In, Out, _ or get_ipython when it is called)
+                    book["built"] = self.shell is not None
                     for n, v in outs.items():
                         if v is not None and not _prefilter_reason(v):
                             kept[OUT_PREFIX + str(n)] = v
@@ -1776,6 +1781,10 @@ class Kernel:
                 elif self.ipython:
                     self.pending_book = (header.get("ipython"), outs)   # at the build
                 self.ns.update(values)
+                book = header.get("ipython")
+                if self.ipython and self.shell is None and isinstance(book, dict) and \
+                        book.get("built", True):
+                    self.ensure_shell()     # it was built before: built again, with the state in
                 restored.extend(values)
                 for n in names:
                     if n not in values:

@@ -430,11 +430,11 @@ class TestShellBuiltAtFirstUse(unittest.TestCase):
         finally:
             k.close()
 
-    def test_in_and_out_through_snapshots_before_the_build(self):
-        k = Kernel(env={"RUNTIMECTL_IPYTHON": "eager"})
+    def test_in_through_snapshots_before_the_build(self):
+        k = Kernel()
         try:
             k.exec("a = 1")
-            k.exec("a + 1")          # Out[2]
+            k.exec("a += 1")
             snap = k.snapshot()
             self.assertTrue(snap["manifest"]["ok"], snap["manifest"])
         finally:
@@ -451,11 +451,56 @@ class TestShellBuiltAtFirstUse(unittest.TestCase):
             k2.close()
         k3 = Kernel(restore=snap2["data"], seq=k2.seq)
         try:
-            self.assertEqual(k3.value("(In[1], In[2], In[%d].split(chr(10))[0], Out[2], _2, _i%d.split(chr(10))[0])"
-                                      % (n, n)), repr(("a = 1", "a + 1", "b = a * 10", 2, 2, "b = a * 10")))
-            self.assertEqual(k3.value("b"), "10")
+            done, out, err = k3.exec(self.BUILT)
+            self.assertEqual(out, "False\n", err)
+            self.assertEqual(k3.value("(In[1], In[2], In[%d].split(chr(10))[0], _i%d.split(chr(10))[0])"
+                                      % (n, n)), repr(("a = 1", "a += 1", "b = a * 10", "b = a * 10")))
+            self.assertEqual(k3.value("b"), "20")
         finally:
             k3.close()
+
+    @unittest.skipUnless(HAVE_SCI, "dill (with numpy, pandas, matplotlib) not installed")
+    def test_a_built_shell_is_built_again_by_a_restore(self):
+        k = Kernel()
+        try:
+            k.exec("42")
+            k.exec("def last():\n    return _, len(Out), type(get_ipython()).__name__")
+            snap = k.snapshot()
+        finally:
+            k.close()
+        k2 = Kernel(restore=snap["data"], seq=k.seq)
+        try:
+            done, out, err = k2.exec("print(last())")     # names nothing of the shell's itself
+            self.assertEqual((done["status"], out), ("ok", "(42, 1, 'Shell')\n"), err)
+        finally:
+            k2.close()
+        k = Kernel()
+        try:
+            k.exec("x = 1")
+            snap = k.snapshot()
+        finally:
+            k.close()
+        k2 = Kernel(restore=snap["data"], seq=k.seq)
+        try:
+            done, out, err = k2.exec(self.BUILT)
+            self.assertEqual(out, "False\n", "a shell never built is not built by the restore")
+        finally:
+            k2.close()
+
+    def test_an_interrupt_during_the_build_that_shows_a_value_is_not_the_codes(self):
+        import time
+        k = Kernel()
+        try:
+            k.exec("x = 1")
+            rid, nonce = k.start_exec("x + 41")
+            time.sleep(0.03)            # the build takes longer than this
+            k.interrupt()
+            done, out, err = k.finish_exec(rid, nonce)
+            self.assertEqual((done["status"], done["result"]), ("ok", "42"), err)
+            self.assertEqual(plain(k.displays[-1]), "42")
+            self.assertEqual(k.value("Out[%d]" % k.seq), "42")
+        finally:
+            k.close()
 
     def test_a_restored_underscore_stays_the_codes(self):
         k = Kernel(env={"RUNTIMECTL_IPYTHON": "eager"})
