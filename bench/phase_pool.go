@@ -54,6 +54,9 @@ func (r *Runner) Pool(ctx context.Context, count int) error {
 			return err
 		}
 		r.R.Add("pool.start_to_first_result", S, "lower", "Client.Start of a new session that a warm pool serves (the pool refilled before each, not timed) to the result of Exec(`x = 1`)", v)
+		// The pool refills the member just claimed: the cold start waits for that, so that it
+		// is not timed against a member's start and preload on the same cores.
+		r.C.WaitRefills()
 		v, err = startFirst(session.Spec{Name: r.sessionName("pool-cold"), Memory: 1<<30 + 1<<20}, false)
 		if err != nil {
 			return err
