@@ -1149,6 +1149,10 @@ class Kernel:
         try:
             if sh is not None:
                 info = self.call_user(self._pre_cell, raw)
+            elif self.ipython:
+                # what the shell's pre_execute would do: its warning registry cleared, so that
+                # cells with overlapping line numbers do not hide each other's warnings
+                self.ns.pop("__warningregistry__", None)
             if mod_code is not None:
                 self.call_user(self._run, mod_code)
             if expr_code is not None:

@@ -397,6 +397,20 @@ class TestShellBuiltAtFirstUse(unittest.TestCase):
                                             "c = 3", "b = a + 1\nfor _ in range(2):\n    pass",
                                             "a = 1", "a = 1", 5)))
 
+    def test_warnings_as_if_built_at_start(self):
+        cells = ["import warnings\nwarnings.warn('hey', DeprecationWarning)",
+                 "print('__warningregistry__' in globals())",
+                 "warnings.warn('hey', DeprecationWarning)", "y = 1"]
+        got = []
+        for k in self.kernels():
+            runs = []
+            for c in cells:
+                done, out, err = k.exec(c)
+                runs.append((out, done["changed"]))
+            got.append(runs)
+        self.assertEqual(got[0], got[1])
+        self.assertEqual(got[0][1][0], "False\n")
+
     def test_each_first_use_builds_it(self):
         for cell, check in (
                 ("exec('disp' + 'lay(42)')", lambda k, out: plain(k.displays[-1]) == "42"),
