@@ -970,10 +970,7 @@ class Kernel:
     def handle_query(self, op, req):
         """complete / inspect / is_complete, answered as ipykernel answers them."""
         rid = req.get("id")
-        try:
-            self.ensure_shell()
-        except KeyboardInterrupt:
-            pass
+        self.ensure_shell()     # (no interrupt comes through outside an execution)
         if self.shell is None:
             self.event({"op": "error", "id": rid, "error": "%s needs IPython (python3-ipython)" % op})
             return

@@ -64,7 +64,7 @@ def is_book_name(name):
 # - anything imports IPython (matplotlib's inline backend, tqdm, `from IPython.display import
 #   HTML`): _Trigger, on sys.meta_path until then, builds it inside that import;
 # - display() is called (a function defined in an earlier cell, code run by exec): the builtin is a
-#   stand-in (LazyDisplay) until the shell's own replaces it.
+#   stand-in (lazy()'s display) until the shell's own replaces it.
 # Until then `get_ipython` and `__IPYTHON__` are not builtins: a library that looks for them sees
 # plain Python (pandas' is_terminal answers the same as with the shell, which has no kernel).
 LAZY_NAMES = frozenset(("display", "__IPYTHON__"))    # names that build the shell besides is_book_name's
@@ -156,20 +156,26 @@ def pending_snapshot(restored, inputs):
         else:
             parsed.pop(seq, None)
         n = max(n, seq + 1)
+    keep, keep_parsed = _within_bounds((i, ins[i], parsed.get(i, ins[i]))
+                                       for i in sorted(ins, reverse=True) if i > 0)
+    outs = {k: outs[k] for k in sorted(k for k in (outs or {}) if isinstance(k, int))[-OUT_KEEP:]}
+    return {"in": keep, "parsed": keep_parsed, "n": n}, outs
+
+
+def _within_bounds(entries):
+    """The In a snapshot keeps: entries are (seq, code as written, code as run), newest first;
+    the newest within IN_KEEP_BYTES, as ({seq: written}, {seq: run, where it differs})."""
     keep, keep_parsed, total = {}, {}, 0
-    for i in sorted(ins, reverse=True):
-        s = ins[i]
-        if not s or i <= 0:
+    for i, s, p in entries:
+        if not s:
             continue
-        p = parsed.get(i, s)
         total += len(s) + (len(p) if p != s else 0)
         if total > IN_KEEP_BYTES:
             break
         keep[i] = s
         if p != s:
             keep_parsed[i] = p
-    outs = {k: outs[k] for k in sorted(k for k in (outs or {}) if isinstance(k, int))[-OUT_KEEP:]}
-    return {"in": keep, "parsed": keep_parsed, "n": n}, outs
+    return keep, keep_parsed
 
 
 def choose_backend():
@@ -614,18 +620,9 @@ class Book:
         """(the In kept, {seq: value} of the Out kept): the newest within the bounds."""
         hm = self.shell.history_manager
         src, parsed = hm.input_hist_raw, hm.input_hist_parsed
-        keep, keep_parsed, total = {}, {}, 0
-        for i in range(len(src) - 1, 0, -1):
-            s = src[i]
-            if not s:
-                continue
-            p = parsed[i] if i < len(parsed) else s
-            total += len(s) + (len(p) if p != s else 0)
-            if total > IN_KEEP_BYTES:
-                break
-            keep[i] = s
-            if p != s:
-                keep_parsed[i] = p      # In is the code as run (a magic's get_ipython() call)
+        # In is the code as run (a magic's get_ipython() call), _iN as written
+        keep, keep_parsed = _within_bounds((i, src[i], parsed[i] if i < len(parsed) else src[i])
+                                           for i in range(len(src) - 1, 0, -1))
         out = self.shell.user_ns.get("Out")
         outs = {}
         if isinstance(out, dict):
