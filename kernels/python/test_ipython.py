@@ -366,11 +366,19 @@ class TestShellBuiltAtFirstUse(unittest.TestCase):
 
     BUILT = "import sys\nprint('IPython.core.interactiveshell' in sys.modules)"
 
+    def kernel(self, **kw):
+        k = Kernel(**kw)
+        self.addCleanup(k.close)
+        return k
+
     def kernels(self):
-        lazy, eager = Kernel(), Kernel(env={"RUNTIMECTL_IPYTHON": "eager"})
-        self.addCleanup(lazy.close)
-        self.addCleanup(eager.close)
-        return lazy, eager
+        return self.kernel(), self.kernel(env={"RUNTIMECTL_IPYTHON": "eager"})
+
+    def restored(self, k):
+        """A new kernel restored from a snapshot of k (its next seq after k's)."""
+        snap = k.snapshot()
+        self.assertTrue(snap["manifest"]["ok"], snap["manifest"])
+        return self.kernel(restore=snap["data"], seq=k.seq)
 
     def test_plain_code_does_not_build_it(self):
         lazy, eager = self.kernels()
@@ -422,114 +430,68 @@ class TestShellBuiltAtFirstUse(unittest.TestCase):
                 ("%env KTEST_LAZY=1", lambda k, out: out == "env: KTEST_LAZY=1\n"),
                 ("2 + 2", lambda k, out: plain(k.displays[-1]) == "4"),
                 ("print(get_ipython().execution_count)", lambda k, out: out == "2\n")):
-            k = Kernel()
-            try:
-                k.exec("x = 1")
-                done, out, err = k.exec(cell)
-                self.assertEqual(done["status"], "ok", (cell, err))
-                self.assertTrue(check(k, out), (cell, out, k.displays))
-                done, out, err = k.exec(self.BUILT + "\nprint(In[1])")
-                self.assertEqual(out, "True\nx = 1\n", cell)
-            finally:
-                k.close()
+            k = self.kernel()
+            k.exec("x = 1")
+            done, out, err = k.exec(cell)
+            self.assertEqual(done["status"], "ok", (cell, err))
+            self.assertTrue(check(k, out), (cell, out, k.displays))
+            done, out, err = k.exec(self.BUILT + "\nprint(In[1])")
+            self.assertEqual(out, "True\nx = 1\n", cell)
 
     def test_a_query_builds_it(self):
-        k = Kernel()
-        try:
-            k.exec("value = 1")
-            k.seq += 1
-            k.send({"op": "is_complete", "code": "for i in x:", "id": "q1"})
-            r = k.events.wait(lambda ev: ev.get("op") == "is_complete" and ev.get("id") == "q1", 60)[1]
-            self.assertEqual((r["status"], r.get("indent")), ("incomplete", "    "))
-        finally:
-            k.close()
+        k = self.kernel()
+        k.exec("value = 1")
+        k.seq += 1
+        k.send({"op": "is_complete", "code": "for i in x:", "id": "q1"})
+        r = k.events.wait(lambda ev: ev.get("op") == "is_complete" and ev.get("id") == "q1", 60)[1]
+        self.assertEqual((r["status"], r.get("indent")), ("incomplete", "    "))
 
     def test_in_through_snapshots_before_the_build(self):
-        k = Kernel()
-        try:
-            k.exec("a = 1")
-            k.exec("a += 1")
-            snap = k.snapshot()
-            self.assertTrue(snap["manifest"]["ok"], snap["manifest"])
-        finally:
-            k.close()
+        k = self.kernel()
+        k.exec("a = 1")
+        k.exec("a += 1")
         # restored without a build, more code, a snapshot, again, then the build
-        k2 = Kernel(restore=snap["data"], seq=k.seq)
-        try:
-            done, out, err = k2.exec("b = a * 10\n" + self.BUILT)
-            self.assertEqual(out, "False\n", err)
-            n = k2.seq
-            snap2 = k2.snapshot()
-            self.assertTrue(snap2["manifest"]["ok"], snap2["manifest"])
-        finally:
-            k2.close()
-        k3 = Kernel(restore=snap2["data"], seq=k2.seq)
-        try:
-            done, out, err = k3.exec(self.BUILT)
-            self.assertEqual(out, "False\n", err)
-            self.assertEqual(k3.value("(In[1], In[2], In[%d].split(chr(10))[0], _i%d.split(chr(10))[0])"
-                                      % (n, n)), repr(("a = 1", "a += 1", "b = a * 10", "b = a * 10")))
-            self.assertEqual(k3.value("b"), "20")
-        finally:
-            k3.close()
+        k2 = self.restored(k)
+        done, out, err = k2.exec("b = a * 10\n" + self.BUILT)
+        self.assertEqual(out, "False\n", err)
+        n = k2.seq
+        k3 = self.restored(k2)
+        done, out, err = k3.exec(self.BUILT)
+        self.assertEqual(out, "False\n", err)
+        self.assertEqual(k3.value("(In[1], In[2], In[%d].split(chr(10))[0], _i%d.split(chr(10))[0])"
+                                  % (n, n)), repr(("a = 1", "a += 1", "b = a * 10", "b = a * 10")))
+        self.assertEqual(k3.value("b"), "20")
 
     @unittest.skipUnless(HAVE_SCI, "dill (with numpy, pandas, matplotlib) not installed")
     def test_a_built_shell_is_built_again_by_a_restore(self):
-        k = Kernel()
-        try:
-            k.exec("42")
-            k.exec("def last():\n    return _, len(Out), type(get_ipython()).__name__")
-            snap = k.snapshot()
-        finally:
-            k.close()
-        k2 = Kernel(restore=snap["data"], seq=k.seq)
-        try:
-            done, out, err = k2.exec("print(last())")     # names nothing of the shell's itself
-            self.assertEqual((done["status"], out), ("ok", "(42, 1, 'Shell')\n"), err)
-        finally:
-            k2.close()
-        k = Kernel()
-        try:
-            k.exec("x = 1")
-            snap = k.snapshot()
-        finally:
-            k.close()
-        k2 = Kernel(restore=snap["data"], seq=k.seq)
-        try:
-            done, out, err = k2.exec(self.BUILT)
-            self.assertEqual(out, "False\n", "a shell never built is not built by the restore")
-        finally:
-            k2.close()
+        k = self.kernel()
+        k.exec("42")
+        k.exec("def last():\n    return _, len(Out), type(get_ipython()).__name__")
+        done, out, err = self.restored(k).exec("print(last())")    # names nothing of the shell's
+        self.assertEqual((done["status"], out), ("ok", "(42, 1, 'Shell')\n"), err)
+        k = self.kernel()
+        k.exec("x = 1")
+        done, out, err = self.restored(k).exec(self.BUILT)
+        self.assertEqual(out, "False\n", "a shell never built is not built by the restore")
 
     def test_an_interrupt_during_the_build_that_shows_a_value_is_not_the_codes(self):
         import time
-        k = Kernel()
-        try:
-            k.exec("x = 1")
-            rid, nonce = k.start_exec("x + 41")
-            time.sleep(0.03)            # the build takes longer than this
-            k.interrupt()
-            done, out, err = k.finish_exec(rid, nonce)
-            self.assertEqual((done["status"], done["result"]), ("ok", "42"), err)
-            self.assertEqual(plain(k.displays[-1]), "42")
-            self.assertEqual(k.value("Out[%d]" % k.seq), "42")
-        finally:
-            k.close()
+        k = self.kernel()
+        k.exec("x = 1")
+        rid, nonce = k.start_exec("x + 41")
+        time.sleep(0.03)            # the build takes longer than this: the interrupt falls in it
+        k.interrupt()
+        done, out, err = k.finish_exec(rid, nonce)
+        self.assertEqual((done["status"], done["result"]), ("ok", "42"), err)
+        self.assertEqual(plain(k.displays[-1]), "42")
+        self.assertEqual(k.value("Out[%d]" % k.seq), "42")
 
     def test_a_restored_underscore_stays_the_codes(self):
-        k = Kernel(env={"RUNTIMECTL_IPYTHON": "eager"})
-        try:
-            k.exec("7")
-            snap = k.snapshot()
-        finally:
-            k.close()
-        k2 = Kernel(restore=snap["data"], seq=k.seq)
-        try:
-            k2.exec("_ = 'mine'")
-            self.assertEqual(k2.value("(_, _1)"), repr(("mine", 7)))
-        finally:
-            k2.close()
-
+        k = self.kernel(env={"RUNTIMECTL_IPYTHON": "eager"})
+        k.exec("7")
+        k2 = self.restored(k)
+        k2.exec("_ = 'mine'")
+        self.assertEqual(k2.value("(_, _1)"), repr(("mine", 7)))
 
 if __name__ == "__main__":
     unittest.main()
