@@ -18,6 +18,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// in6AddrGenModeNone is IN6_ADDR_GEN_MODE_NONE (linux/if_link.h): the kernel makes no IPv6
+// address for the link by itself.
+const in6AddrGenModeNone = 1
+
 // Probes are addresses (TEST-NET-1 and -2) that no pinned namespace reaches: Pin checks the
 // first that is not the one it keeps.
 var Probes = []string{"192.0.2.1", "198.51.100.1"}
@@ -64,6 +68,12 @@ func Pin(addr string) (string, error) {
 	for _, l := range links {
 		if l.Attrs().Flags&net.FlagLoopback != 0 {
 			continue
+		}
+		if other == netlink.FAMILY_V6 {
+			// No IPv6 address made from now on: a link-local one the kernel adds once the link
+			// is up (and its fe80::/64 route) would come after the deletion below. An error is
+			// a kernel without IPv6 on the link, which then has nothing to add.
+			_ = netlink.LinkSetIP6AddrGenMode(l, in6AddrGenModeNone)
 		}
 		addrs, err := netlink.AddrList(l, other)
 		if err != nil {
